@@ -1,0 +1,1 @@
+"""streamjoin: Kafka Streams-style joins on Spark, run by Airflow."""

@@ -1,0 +1,1 @@
+"""Airflow adapter: hooks, operators, triggers, notifiers, DAG factory and the UI plugin."""
