@@ -1,0 +1,61 @@
+"""Errors of the streamjoin package.
+
+Each error carries its data as attributes and says whether restarting from the checkpoint can help
+(``transient``) or a human must act (``terminal``), so supervisors decide by type, not by message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class StreamJoinError(Exception):
+    """Base class. ``transient`` tells a supervisor whether a restart from the checkpoint may help."""
+
+    transient: bool = False
+
+
+class SpecError(StreamJoinError):
+    """A pipeline spec is invalid: names the file, the path inside it, the bad value and what is allowed."""
+
+    def __init__(self, file: str, path: str, value: Any, expected: str) -> None:
+        self.file, self.path, self.value, self.expected = file, path, value, expected
+        super().__init__(f"{file}: {path or '<root>'}: got {value!r}; expected {expected}")
+
+
+class CoPartitioningError(StreamJoinError):
+    """Two topics that must be co-partitioned have different partition counts."""
+
+    def __init__(self, left_topic: str, left_partitions: int, right_topic: str, right_partitions: int) -> None:
+        self.left_topic, self.left_partitions = left_topic, left_partitions
+        self.right_topic, self.right_partitions = right_topic, right_partitions
+        super().__init__(
+            f"topics {left_topic!r} ({left_partitions} partitions) and {right_topic!r} "
+            f"({right_partitions} partitions) must be co-partitioned (same partition count) for the join; "
+            f"recreate one of them or repartition it into a topic with {left_partitions} partitions"
+        )
+
+
+class TopicConfigError(StreamJoinError):
+    """An existing topic has a config that contradicts the plan (e.g. a table topic not compacted)."""
+
+    def __init__(self, topic: str, key: str, expected: str, actual: str) -> None:
+        self.topic, self.key, self.expected, self.actual = topic, key, expected, actual
+        super().__init__(f"topic {topic!r}: {key} is {actual!r}, expected {expected!r}")
+
+
+class ReplicationFactorError(StreamJoinError):
+    """The spec asks for more replicas than the cluster has brokers."""
+
+    def __init__(self, topic: str, replication_factor: int, brokers: int) -> None:
+        self.topic, self.replication_factor, self.brokers = topic, replication_factor, brokers
+        super().__init__(
+            f"topic {topic!r}: replication factor {replication_factor} is larger than the "
+            f"{brokers} broker(s) of the cluster; lower kafka.replication_factor in the spec"
+        )
+
+
+class KafkaUnavailableError(StreamJoinError):
+    """The broker could not be reached in time."""
+
+    transient = True

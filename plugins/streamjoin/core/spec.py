@@ -1,0 +1,347 @@
+"""The pipeline spec: one typed, frozen model read from ``include/pipelines/<name>.yaml``.
+
+DAGs, jobs, topic plans and quality suites all take this model; nothing else reads the YAML.
+A bad spec fails with :class:`~streamjoin.core.errors.SpecError` naming the file, the path inside it,
+the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from streamjoin.core.errors import SpecError
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1}
+
+
+def parse_duration_ms(value: Any) -> int:
+    """``"10s"``, ``"250ms"``, ``"5m"``, ``"1h"``, ``"2d"`` or a plain number of milliseconds."""
+    if isinstance(value, bool):
+        raise ValueError("a duration such as '10s', '250ms', '5m', '1h' or milliseconds")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("a duration must not be negative")
+        return value
+    match = _DURATION.match(str(value))
+    if not match:
+        raise ValueError("a duration such as '10s', '250ms', '5m', '1h' or milliseconds")
+    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+DurationMs = Annotated[int, BeforeValidator(parse_duration_ms)]
+TopicName = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")]
+DottedPath = Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*(:[A-Za-z_]\w*)?$")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class Format(StrEnum):
+    STRING = "string"
+    JSON = "json"
+    LONG = "long"  # 8-byte big-endian, as Java's LongSerializer writes it
+
+
+class FieldType(StrEnum):
+    STRING = "string"
+    LONG = "long"
+    DOUBLE = "double"
+    BOOLEAN = "boolean"
+
+
+class Serde(_Model):
+    """How a key or value is encoded on the topic. JSON needs a flat schema: field -> type."""
+
+    format: Format = Format.STRING
+    fields: dict[str, FieldType] | None = Field(default=None, alias="schema")
+
+    @model_validator(mode="after")
+    def _json_needs_schema(self) -> Serde:
+        if self.format is Format.JSON and not self.fields:
+            raise ValueError("format 'json' needs a 'schema' mapping field names to string|long|double|boolean")
+        if self.format is not Format.JSON and self.fields:
+            raise ValueError(f"'schema' is only for format 'json', not {self.format.value!r}")
+        return self
+
+
+class Role(StrEnum):
+    STREAM = "stream"
+    TABLE = "table"
+    GLOBAL_TABLE = "global_table"
+
+
+class Versioned(_Model):
+    """A versioned table keeps history: lookups see the value as of a timestamp."""
+
+    history_retention: DurationMs
+
+
+class Input(_Model):
+    topic: TopicName
+    role: Role
+    key: Serde = Serde()
+    value: Serde = Serde()
+    versioned: Versioned | None = None
+
+    @model_validator(mode="after")
+    def _only_tables_are_versioned(self) -> Input:
+        if self.versioned is not None and self.role is Role.STREAM:
+            raise ValueError("'versioned' applies to tables, not to role 'stream'")
+        return self
+
+
+class Shape(StrEnum):
+    STREAM_STREAM = "stream-stream"
+    STREAM_TABLE = "stream-table"
+    STREAM_GLOBALTABLE = "stream-globaltable"
+    TABLE_TABLE = "table-table"
+    TABLE_TABLE_FK = "table-table-fk"
+
+
+class Kind(StrEnum):
+    INNER = "inner"
+    LEFT = "left"
+    OUTER = "outer"
+
+
+#: Which roles each shape joins and which kinds Kafka Streams offers for it.
+SHAPE_RULES: dict[Shape, tuple[Role, Role, frozenset[Kind]]] = {
+    Shape.STREAM_STREAM: (Role.STREAM, Role.STREAM, frozenset(Kind)),
+    Shape.STREAM_TABLE: (Role.STREAM, Role.TABLE, frozenset({Kind.INNER, Kind.LEFT})),
+    Shape.STREAM_GLOBALTABLE: (Role.STREAM, Role.GLOBAL_TABLE, frozenset({Kind.INNER, Kind.LEFT})),
+    Shape.TABLE_TABLE: (Role.TABLE, Role.TABLE, frozenset(Kind)),
+    Shape.TABLE_TABLE_FK: (Role.TABLE, Role.TABLE, frozenset({Kind.INNER, Kind.LEFT})),
+}
+
+
+class Window(_Model):
+    """Stream-stream join window: a right record joins a left one if
+    ``left.ts - before <= right.ts <= left.ts + after``."""
+
+    before: DurationMs
+    after: DurationMs
+
+
+class Projection(_Model):
+    """A value computed from a join result: a Spark SQL expression or a dotted path to a Python function.
+
+    Expressions see the columns ``key``, ``left``, ``right`` (joiners) or ``key``, ``value`` (aggregations).
+    A function is called as ``fn(key, left, right)`` (joiners) or ``fn(key, value)`` (selectors).
+    """
+
+    expr: str | None = None
+    function: DottedPath | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Projection:
+        if (self.expr is None) == (self.function is None):
+            raise ValueError("give exactly one of 'expr' (Spark SQL) or 'function' (module.path:name)")
+        return self
+
+
+class Joiner(_Model):
+    """Builds the joined value. Default: a struct ``{left, right}`` of both sides' values."""
+
+    select: dict[str, str] | None = None
+    function: DottedPath | None = None
+
+    @model_validator(mode="after")
+    def _at_most_one(self) -> Joiner:
+        if self.select is not None and self.function is not None:
+            raise ValueError("give 'select' (field -> Spark SQL expression) or 'function', not both")
+        return self
+
+    @property
+    def is_default(self) -> bool:
+        return self.select is None and self.function is None
+
+
+class Join(_Model):
+    shape: Shape
+    kind: Kind
+    left: str
+    right: str
+    window: Window | None = None
+    grace: DurationMs = 0
+    joiner: Joiner = Joiner()
+    #: stream-globaltable: derives the table key from the stream record (default: the stream key)
+    key_selector: Projection | None = None
+    #: table-table-fk: derives the right table's key from the left value
+    foreign_key: Projection | None = None
+
+
+class Reduce(StrEnum):
+    SUM = "sum"
+    COUNT = "count"
+
+
+class FileSink(_Model):
+    path: str
+    format: str = Field(default="parquet", pattern="^(parquet|json)$")
+
+
+class Sink(_Model):
+    topic: TopicName | None = None
+    value_format: Format = Format.JSON
+    files: FileSink | None = None
+
+
+class Aggregate(_Model):
+    """Re-key the join result and reduce it into a changelog table (seed 000's clicks per region)."""
+
+    group_by: Projection
+    reduce: Reduce
+    value: Projection | None = None
+    output: Sink
+
+    @model_validator(mode="after")
+    def _sum_needs_value(self) -> Aggregate:
+        if self.reduce is Reduce.SUM and self.value is None:
+            raise ValueError("reduce 'sum' needs 'value' (the expression to add up)")
+        return self
+
+
+class KafkaSettings(_Model):
+    partitions: Annotated[int, Field(ge=1)] = 4
+    replication_factor: Annotated[int, Field(ge=1)] = 1
+    min_insync_replicas: Annotated[int, Field(ge=1)] | None = None
+
+
+class Trigger(_Model):
+    processing_time: DurationMs = 1000
+    max_offsets_per_trigger: Annotated[int, Field(ge=1)] | None = None
+
+
+class PipelineSpec(_Model):
+    """One join pipeline: inputs, the join, an optional aggregation, outputs and the dead-letter topic."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]
+    description: str = ""
+    kafka: KafkaSettings = KafkaSettings()
+    inputs: dict[str, Input]
+    join: Join
+    output: Sink = Sink()
+    aggregate: Aggregate | None = None
+    dead_letter_topic: TopicName
+    trigger: Trigger = Trigger()
+
+    @property
+    def left(self) -> Input:
+        return self.inputs[self.join.left]
+
+    @property
+    def right(self) -> Input:
+        return self.inputs[self.join.right]
+
+    def input_by_topic(self, topic: str) -> tuple[str, Input]:
+        for name, spec in self.inputs.items():
+            if spec.topic == topic:
+                return name, spec
+        raise KeyError(topic)
+
+
+def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
+    """Rules that span several fields, as (path, bad value, what is allowed)."""
+    join, inputs = spec.join, spec.inputs
+    for side in ("left", "right"):
+        name = getattr(join, side)
+        if name not in inputs:
+            return [(f"join.{side}", name, f"one of the inputs {sorted(inputs)}")]
+    problems: list[tuple[str, Any, str]] = []
+    left_role, right_role, kinds = SHAPE_RULES[join.shape]
+    for side, role in (("left", left_role), ("right", right_role)):
+        actual = inputs[getattr(join, side)].role
+        if actual is not role:
+            problems.append(
+                (
+                    f"inputs.{getattr(join, side)}.role",
+                    actual.value,
+                    f"{role.value!r}: shape {join.shape.value!r} joins a {left_role.value} (left) "
+                    f"with a {right_role.value} (right)",
+                )
+            )
+    if join.kind not in kinds:
+        allowed = ", ".join(sorted(k.value for k in kinds))
+        problems.append(("join.kind", join.kind.value, f"one of {allowed} for shape {join.shape.value!r}"))
+    if (join.window is not None) != (join.shape is Shape.STREAM_STREAM):
+        problems.append(("join.window", join.window, "a window for stream-stream joins, none for other shapes"))
+    if join.grace and join.shape not in (Shape.STREAM_STREAM, Shape.STREAM_TABLE):
+        problems.append(("join.grace", join.grace, "0: grace applies to stream-stream and stream-table joins"))
+    if join.grace and join.shape is Shape.STREAM_TABLE:
+        versioned = inputs[join.right].versioned
+        if versioned is None or versioned.history_retention < join.grace:
+            problems.append(
+                (
+                    f"inputs.{join.right}.versioned",
+                    versioned,
+                    f"a versioned table with history_retention >= grace ({join.grace} ms)",
+                )
+            )
+    if (join.foreign_key is not None) != (join.shape is Shape.TABLE_TABLE_FK):
+        problems.append(
+            ("join.foreign_key", join.foreign_key, "a foreign_key for table-table-fk joins, none for other shapes")
+        )
+    if join.key_selector is not None and join.shape is not Shape.STREAM_GLOBALTABLE:
+        problems.append(("join.key_selector", join.key_selector, "no key_selector outside stream-globaltable"))
+    if spec.output.topic is None and spec.output.files is None and spec.aggregate is None:
+        problems.append(("output", None, "an output topic or files, or an aggregate"))
+    return problems
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc if not str(part).startswith("function-"))
+
+
+def _dig(data: Any, loc: tuple[int | str, ...]) -> Any:
+    for part in loc:
+        if (isinstance(data, dict) and part in data) or (
+            isinstance(data, list) and isinstance(part, int) and part < len(data)
+        ):
+            data = data[part]
+        else:
+            return data
+    return data
+
+
+def parse_spec(data: Any, source: str = "<spec>") -> PipelineSpec:
+    """Validate a mapping (as read from YAML) into a :class:`PipelineSpec`."""
+    try:
+        spec = PipelineSpec.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = tuple(first["loc"])
+        raise SpecError(source, _location(loc), _dig(data, loc), first["msg"]) from None
+    problems = _cross_field_problems(spec)
+    if problems:
+        path, value, expected = problems[0]
+        raise SpecError(source, path, value, expected)
+    return spec
+
+
+def load_spec(path: str | Path) -> PipelineSpec:
+    """Read and validate ``include/pipelines/<name>.yaml``."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(str(path), "", None, "an existing pipeline spec file") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(str(path), "", None, f"valid YAML ({exc})") from None
+    return parse_spec(data, str(path))
+
+
+def find_spec(name: str, directory: str | Path) -> PipelineSpec:
+    """Load the spec called ``name`` from ``directory``; the error lists the pipelines there."""
+    path = Path(directory) / f"{name}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in Path(directory).glob("*.yaml"))
+        raise SpecError(str(path), "name", name, f"one of the pipelines {known}")
+    return load_spec(path)
