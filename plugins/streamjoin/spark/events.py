@@ -1,0 +1,111 @@
+"""From Kafka-shaped rows to the engine's event rows, plus dead letters, plus the processing order.
+
+Kafka-shaped rows have the Kafka source's columns: ``key``, ``value`` (binary), ``topic``, ``partition``,
+``offset`` and ``ts`` (epoch ms). Event rows have one column set for every input of the join:
+
+=============  =================================================================================
+``side``       ``"L"`` or ``"R"``: which side of the join the record belongs to
+``key``        the record key (string)
+``lval``       the decoded value of a left record (type of the left input), else null
+``rval``       the decoded value of a right record, else null
+``tomb``       the record's value is null (a tombstone on a table)
+``ts``         record timestamp, epoch ms
+``__task``     the task the record belongs to: its partition for co-partitioned inputs
+``__eff``      effective timestamp: running max of ``ts`` within the record's topic-partition
+``__rank``     0 global table, 1 table, 2 stream: at equal time, table updates go first
+``__input``    position of the record's input in the spec
+``__partition``, ``__offset``: source coordinates, last tie-breakers
+=============  =================================================================================
+
+Rows are processed in ``ORDER`` (see docs/SEMANTICS.md, "Batch ordering rule").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from streamjoin.core.spec import PipelineSpec, Role, Shape
+from streamjoin.spark.serde import decode, spark_type
+
+ORDER = ["__eff", "__rank", "__input", "__partition", "__offset"]
+ROLE_RANK = {Role.GLOBAL_TABLE: 0, Role.TABLE: 1, Role.STREAM: 2}
+LONG_MIN = -(2**63)
+
+
+@dataclass(frozen=True)
+class DecodedBatch:
+    events: DataFrame
+    dead_letters: DataFrame  # Kafka-shaped rows plus ``reason``
+
+
+def decode_events(raw: DataFrame, spec: PipelineSpec) -> DecodedBatch:
+    """Decode both sides' records; records that cannot be processed become dead letters with a reason."""
+    join = spec.join
+    left, right = spec.left, spec.right
+    lval, lerr = decode(F.col("value"), left.value)
+    rval, rerr = decode(F.col("value"), right.value)
+    is_left = F.col("topic") == F.lit(left.topic)
+    names = list(spec.inputs)
+    key = F.col("key").cast("string")
+    needs_key = F.lit(True)
+    if join.shape is Shape.STREAM_GLOBALTABLE and join.key_selector is not None:
+        needs_key = ~is_left  # the lookup key is derived from the stream record: a null key is allowed
+    stream_side = (is_left & F.lit(left.role is Role.STREAM)) | (~is_left & F.lit(right.role is Role.STREAM))
+    reason = (
+        F.when(needs_key & F.col("key").isNull(), F.lit("null-key"))
+        .when(is_left & lerr.isNotNull(), lerr)
+        .when(~is_left & rerr.isNotNull(), rerr)
+        .when(stream_side & F.col("value").isNull(), F.lit("null-value"))
+    )
+    staged = raw.withColumn("reason", reason)
+    dead = staged.filter(F.col("reason").isNotNull())
+    good = staged.filter(F.col("reason").isNull())
+    rank_left, rank_right = ROLE_RANK[left.role], ROLE_RANK[right.role]
+    events = good.select(
+        F.when(is_left, F.lit("L")).otherwise(F.lit("R")).alias("side"),
+        key.alias("key"),
+        F.when(is_left, lval).cast(spark_type(left.value)).alias("lval"),
+        F.when(~is_left, rval).cast(spark_type(right.value)).alias("rval"),
+        F.col("value").isNull().alias("tomb"),
+        F.col("ts").cast("long").alias("ts"),
+        F.col("partition").cast("int").alias("__task"),
+        F.when(is_left, F.lit(rank_left)).otherwise(F.lit(rank_right)).alias("__rank"),
+        F.when(is_left, F.lit(names.index(join.left))).otherwise(F.lit(names.index(join.right))).alias("__input"),
+        F.col("partition").cast("int").alias("__partition"),
+        F.col("offset").cast("long").alias("__offset"),
+        F.col("topic"),
+    )
+    return DecodedBatch(events=events, dead_letters=dead)
+
+
+def with_batch_order(events: DataFrame, previous_max: DataFrame | None) -> DataFrame:
+    """Add ``__eff``: the running max of ``ts`` in each topic-partition in offset order, continuing from
+    ``previous_max`` (columns ``topic``, ``__partition``, ``max_ts``) carried over from earlier batches.
+    Global-table records get the smallest value: they are applied before the batch's other records."""
+    per_partition = (
+        Window.partitionBy("topic", "__partition")
+        .orderBy("__offset")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    eff = F.max("ts").over(per_partition)
+    if previous_max is not None:
+        events = events.join(F.broadcast(previous_max), ["topic", "__partition"], "left")
+        eff = F.greatest(eff, F.coalesce(F.col("max_ts"), F.lit(LONG_MIN)))
+    events = events.withColumn("__eff", F.when(F.col("__rank") == 0, F.lit(LONG_MIN)).otherwise(eff))
+    return events.drop("max_ts") if previous_max is not None else events
+
+
+def with_file_order(events: DataFrame) -> DataFrame:
+    """Replay order: one task, records processed in ``__offset`` order (the line number of the file)."""
+    return events.withColumn("__eff", F.col("__offset")).withColumn("__task", F.lit(0))
+
+
+def partition_max_ts(events: DataFrame, previous_max: DataFrame | None) -> DataFrame:
+    """The per topic-partition max timestamp after this batch (state for the next batch's order)."""
+    current = events.groupBy("topic", "__partition").agg(F.max("ts").alias("max_ts"))
+    if previous_max is None:
+        return current
+    return current.unionByName(previous_max).groupBy("topic", "__partition").agg(F.max("max_ts").alias("max_ts"))

@@ -1,0 +1,56 @@
+"""Builds the SparkSession from explicit settings; local vs cluster is decided by spark-submit, not here."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+CONNECTOR_JARS_DIR = PROJECT_ROOT / ".local" / "jars" / "spark"
+
+
+def connector_jars(directory: Path = CONNECTOR_JARS_DIR) -> list[str]:
+    """Jars of Spark's Kafka connector, resolved by Maven (scripts/fetch-jars.sh)."""
+    jars = sorted(str(p) for p in directory.glob("*.jar"))
+    if not any("spark-sql-kafka" in j for j in jars):
+        raise FileNotFoundError(f"Spark's Kafka connector is missing in {directory}: run scripts/fetch-jars.sh")
+    return jars
+
+
+def build_session(
+    app_name: str,
+    *,
+    master: str | None = None,
+    shuffle_partitions: int = 4,
+    with_kafka: bool = True,
+    extra_conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """One place that creates the session. ``master`` only for tests and local tools; jobs get it from
+    spark-submit."""
+    os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON") or _venv_python())
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    conf = {
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        **(extra_conf or {}),
+    }
+    if with_kafka and "spark.jars" not in conf:
+        conf["spark.jars"] = ",".join(connector_jars())
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session
+
+
+def _venv_python() -> str:
+    import sys
+
+    return sys.executable

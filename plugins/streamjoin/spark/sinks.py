@@ -1,0 +1,78 @@
+"""Where a batch's outputs go: Kafka topics (changelogs in emission order), Parquet files, dead letters."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from streamjoin.core.spec import Format, Sink
+from streamjoin.spark.events import ORDER
+from streamjoin.spark.serde import encode
+
+
+def _header(name: str, value: Column) -> Column:
+    return F.struct(F.lit(name).alias("key"), value.cast("string").cast("binary").alias("value"))
+
+
+def encode_value(value: Column, data_type: T.DataType, fmt: Format) -> Column:
+    if fmt is Format.JSON and not isinstance(data_type, (T.StructType, T.MapType, T.ArrayType)):
+        # a JSON document of a scalar: strings are already JSON text (function results) or quoted here
+        if isinstance(data_type, T.StringType):
+            return value.cast("binary")
+        return value.cast("string").cast("binary")
+    return encode(value, fmt)
+
+
+def kafka_rows(rows: DataFrame, sink: Sink, topic: str) -> DataFrame:
+    """Rows for Spark's Kafka sink, in emission order within each partition.
+
+    The record timestamp of a result (e.g. max of both join sides) travels in the ``ts`` header: Spark's
+    Kafka sink cannot set record timestamps.
+    """
+    value_type = rows.schema["value"].dataType
+    return rows.sortWithinPartitions(*ORDER, "__sub").select(
+        F.col("key").cast("binary").alias("key"),
+        encode_value(F.col("value"), value_type, sink.value_format).alias("value"),
+        F.lit(topic).alias("topic"),
+        F.array(_header("ts", F.col("ts"))).alias("headers"),
+    )
+
+
+def dead_letter_rows(dead: DataFrame, topic: str) -> DataFrame:
+    """Original bytes with the reason and the source coordinates in headers."""
+    return dead.select(
+        "key",
+        "value",
+        F.lit(topic).alias("topic"),
+        F.array(
+            _header("reason", F.col("reason")),
+            _header("source_topic", F.col("topic")),
+            _header("source_partition", F.col("partition")),
+            _header("source_offset", F.col("offset")),
+            _header("ts", F.col("ts")),
+        ).alias("headers"),
+    )
+
+
+def write_kafka(rows: DataFrame, bootstrap: str) -> None:
+    rows.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).save()
+
+
+def file_rows(results: DataFrame) -> DataFrame:
+    """Join results as files: one row per output, with its source coordinates and the UTC day."""
+    columns = ["key", "value", "ts"]
+    extra = [c for c in ("matched", "src_topic", "src_partition", "src_offset") if c in results.columns]
+    return results.select(*columns, *extra).withColumn(
+        "date", F.date_format(F.timestamp_millis(F.col("ts")), "yyyy-MM-dd")
+    )
+
+
+def write_files(rows: DataFrame, path: str, fmt: str, batch_id: int) -> None:
+    """Write one batch under ``path/batch_id=N/date=D/``: a replayed batch overwrites its own files."""
+    writer = rows.write.mode("overwrite").partitionBy("date")
+    target = f"{path.rstrip('/')}/batch_id={batch_id}"
+    if fmt == "json":
+        writer.json(target)
+    else:
+        writer.parquet(target)
