@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -41,7 +42,8 @@ def build_session(
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         **(extra_conf or {}),
     }
-    if with_kafka and "spark.jars" not in conf:
+    if with_kafka and "spark.jars" not in conf and not SparkConf().contains("spark.jars"):
+        # under spark-submit the connector comes with --jars; run directly, take the Maven-resolved ones
         conf["spark.jars"] = ",".join(connector_jars())
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -1,0 +1,50 @@
+"""PySpark application run by spark-submit: the streaming join of one pipeline spec.
+
+    spark-submit --jars <connector jars> jobs/stream_join.py --spec include/pipelines/X.yaml \\
+        --bootstrap 127.0.0.1:9092 --checkpoint var/checkpoints/X [--available-now]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+# The streamjoin package ships next to this file (plugins/) or via --py-files on a cluster.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
+
+from streamjoin.core.spec import load_spec  # noqa: E402
+from streamjoin.spark.job import JobSettings, describe_progress, start_query  # noqa: E402
+from streamjoin.spark.session import build_session  # noqa: E402
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="stream_join", description=__doc__)
+    parser.add_argument("--spec", required=True, help="pipeline spec YAML")
+    parser.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
+    parser.add_argument("--checkpoint", required=True, help="checkpoint directory of this pipeline")
+    parser.add_argument("--available-now", action="store_true", help="process what is there, then stop")
+    parser.add_argument("--starting-offsets", default="earliest", choices=["earliest", "latest"])
+    parser.add_argument("--master", default=None, help="only when run without spark-submit")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    spec = load_spec(args.spec)
+    spark = build_session(f"streamjoin-{spec.name}", master=args.master, shuffle_partitions=spec.kafka.partitions)
+    settings = JobSettings(
+        bootstrap=args.bootstrap,
+        checkpoint_dir=args.checkpoint,
+        available_now=args.available_now,
+        starting_offsets=args.starting_offsets,
+    )
+    query = start_query(spark, spec, settings)
+    print(f"streamjoin started query {spec.name} (id {query.id})", flush=True)
+    query.awaitTermination()
+    print(f"streamjoin stopped: {describe_progress(query.lastProgress)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

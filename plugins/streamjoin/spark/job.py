@@ -1,0 +1,120 @@
+"""The streaming join as a Structured Streaming query: Kafka in, :func:`process_batch` per micro-batch,
+Kafka and files out, state versioned next to the checkpoint."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from streamjoin.core.spec import PipelineSpec
+from streamjoin.spark.engine import BatchOutput, process_batch, state_schemas
+from streamjoin.spark.sinks import dead_letter_rows, file_rows, kafka_rows, write_files, write_kafka
+from streamjoin.spark.state import StateStore
+
+log = logging.getLogger("streamjoin.job")
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    bootstrap: str
+    checkpoint_dir: str
+    available_now: bool = False
+    starting_offsets: str = "earliest"
+    status_file: str | None = None
+
+
+def read_inputs(spark: SparkSession, spec: PipelineSpec, settings: JobSettings) -> DataFrame:
+    """All input topics as one Kafka-shaped stream (``key, value, topic, partition, offset, ts``)."""
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", settings.bootstrap)
+        .option("subscribe", ",".join(sorted({i.topic for i in spec.inputs.values()})))
+        .option("startingOffsets", settings.starting_offsets)
+        .option("failOnDataLoss", "true")
+    )
+    if spec.trigger.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(spec.trigger.max_offsets_per_trigger))
+    return reader.load().select(
+        "key", "value", "topic", "partition", "offset", F.unix_millis("timestamp").alias("ts")
+    )
+
+
+class BatchWriter:
+    """The ``foreachBatch`` function: one micro-batch in, all outputs and the new state out."""
+
+    def __init__(self, spark: SparkSession, spec: PipelineSpec, settings: JobSettings) -> None:
+        self.spark, self.spec, self.settings = spark, spec, settings
+        self.store = StateStore(Path(settings.checkpoint_dir) / "state")
+
+    def __call__(self, raw: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        raw.persist()
+        input_rows = raw.count()
+        state = self.store.load(self.spark, batch_id, state_schemas(self.spec))
+        out = process_batch(raw, self.spec, state)
+        counts = {"input_rows": input_rows, **self._write(out, batch_id)}
+        self.store.save(batch_id, out.state)
+        raw.unpersist()
+        self._report(batch_id, counts, time.monotonic() - started)
+
+    def _write(self, out: BatchOutput, batch_id: int) -> dict[str, int]:
+        spec, bootstrap = self.spec, self.settings.bootstrap
+        results = out.results.persist()
+        counts: dict[str, int] = {}
+        if spec.output.topic:
+            write_kafka(kafka_rows(results, spec.output, spec.output.topic), bootstrap)
+        if spec.output.files:
+            write_files(file_rows(results), spec.output.files.path, spec.output.files.format, batch_id)
+        if spec.aggregate is not None and out.aggregates is not None:
+            aggregates = out.aggregates.persist()
+            sink = spec.aggregate.output
+            if sink.topic:
+                write_kafka(kafka_rows(aggregates, sink, sink.topic), bootstrap)
+            if sink.files:
+                write_files(file_rows(aggregates), sink.files.path, sink.files.format, batch_id)
+            counts["aggregate_updates"] = aggregates.count()
+            aggregates.unpersist()
+        dead = out.dead_letters.persist()
+        counts["dead_lettered"] = dead.count()
+        if counts["dead_lettered"]:
+            write_kafka(dead_letter_rows(dead, spec.dead_letter_topic), bootstrap)
+        counts["join_results"] = results.count()
+        dead.unpersist()
+        results.unpersist()
+        return counts
+
+    def _report(self, batch_id: int, counts: dict[str, int], seconds: float) -> None:
+        line = {"pipeline": self.spec.name, "batch_id": batch_id, "seconds": round(seconds, 3), **counts}
+        log.warning("batch %s", json.dumps(line))
+        print(f"streamjoin batch {json.dumps(line)}", flush=True)
+
+
+def start_query(spark: SparkSession, spec: PipelineSpec, settings: JobSettings) -> StreamingQuery:
+    writer = (
+        read_inputs(spark, spec, settings)
+        .writeStream.queryName(spec.name)
+        .option("checkpointLocation", str(Path(settings.checkpoint_dir) / "query"))
+        .foreachBatch(BatchWriter(spark, spec, settings))
+    )
+    if settings.available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{spec.trigger.processing_time} milliseconds")
+    return writer.start()
+
+
+def describe_progress(progress: dict[str, Any] | None) -> str:
+    if not progress:
+        return "no progress yet"
+    return (
+        f"batch {progress.get('batchId')}: {progress.get('numInputRows')} rows, "
+        f"{progress.get('inputRowsPerSecond', 0):.0f} in/s, {progress.get('processedRowsPerSecond', 0):.0f} processed/s"
+    )
