@@ -13,9 +13,9 @@ from pathlib import Path
 # The streamjoin package ships next to this file (plugins/) or via --py-files on a cluster.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
 
-from streamjoin.core.spec import load_spec  # noqa: E402
-from streamjoin.spark.job import JobSettings, describe_progress, start_query  # noqa: E402
-from streamjoin.spark.session import build_session  # noqa: E402
+from streamjoin.core.spec import load_spec
+from streamjoin.spark.job import JobSettings, describe_progress, start_query
+from streamjoin.spark.session import build_session
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -25,6 +25,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--checkpoint", required=True, help="checkpoint directory of this pipeline")
     parser.add_argument("--available-now", action="store_true", help="process what is there, then stop")
     parser.add_argument("--starting-offsets", default="earliest", choices=["earliest", "latest"])
+    parser.add_argument("--home", default=None, help="project home: relative output paths resolve against it")
     parser.add_argument("--master", default=None, help="only when run without spark-submit")
     return parser.parse_args(argv)
 
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint_dir=args.checkpoint,
         available_now=args.available_now,
         starting_offsets=args.starting_offsets,
+        home=args.home or str(Path.cwd()),
     )
     query = start_query(spark, spec, settings)
     print(f"streamjoin started query {spec.name} (id {query.id})", flush=True)

@@ -28,7 +28,11 @@ class JobSettings:
     checkpoint_dir: str
     available_now: bool = False
     starting_offsets: str = "earliest"
-    status_file: str | None = None
+    home: str = "."
+
+    def path(self, relative: str) -> str:
+        """Output paths of the spec are relative to the project home."""
+        return str(Path(self.home) / relative)
 
 
 def read_inputs(spark: SparkSession, spec: PipelineSpec, settings: JobSettings) -> DataFrame:
@@ -42,9 +46,7 @@ def read_inputs(spark: SparkSession, spec: PipelineSpec, settings: JobSettings) 
     )
     if spec.trigger.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(spec.trigger.max_offsets_per_trigger))
-    return reader.load().select(
-        "key", "value", "topic", "partition", "offset", F.unix_millis("timestamp").alias("ts")
-    )
+    return reader.load().select("key", "value", "topic", "partition", "offset", F.unix_millis("timestamp").alias("ts"))
 
 
 class BatchWriter:
@@ -72,14 +74,16 @@ class BatchWriter:
         if spec.output.topic:
             write_kafka(kafka_rows(results, spec.output, spec.output.topic), bootstrap)
         if spec.output.files:
-            write_files(file_rows(results), spec.output.files.path, spec.output.files.format, batch_id)
+            write_files(
+                file_rows(results), self.settings.path(spec.output.files.path), spec.output.files.format, batch_id
+            )
         if spec.aggregate is not None and out.aggregates is not None:
             aggregates = out.aggregates.persist()
             sink = spec.aggregate.output
             if sink.topic:
                 write_kafka(kafka_rows(aggregates, sink, sink.topic), bootstrap)
             if sink.files:
-                write_files(file_rows(aggregates), sink.files.path, sink.files.format, batch_id)
+                write_files(file_rows(aggregates), self.settings.path(sink.files.path), sink.files.format, batch_id)
             counts["aggregate_updates"] = aggregates.count()
             aggregates.unpersist()
         dead = out.dead_letters.persist()

@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
-CONNECTOR_JARS_DIR = PROJECT_ROOT / ".local" / "jars" / "spark"
-
-
-def connector_jars(directory: Path = CONNECTOR_JARS_DIR) -> list[str]:
-    """Jars of Spark's Kafka connector, resolved by Maven (scripts/fetch-jars.sh)."""
-    jars = sorted(str(p) for p in directory.glob("*.jar"))
-    if not any("spark-sql-kafka" in j for j in jars):
-        raise FileNotFoundError(f"Spark's Kafka connector is missing in {directory}: run scripts/fetch-jars.sh")
-    return jars
+from streamjoin.core.plans import connector_jars
 
 
 def build_session(

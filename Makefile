@@ -1,0 +1,42 @@
+# The two commands of the README: `make demo` and `make test`. Everything else is what they need.
+SHELL := /bin/bash
+UV_VERSION := 0.13.9
+UV := .tools/uvenv/bin/uv
+ENV := source scripts/env.sh &&
+
+.PHONY: setup demo test ui broker-start broker-stop lint clean
+
+$(UV):
+	python3 -m venv .tools/uvenv
+	.tools/uvenv/bin/pip install --quiet uv==$(UV_VERSION)
+
+.venv/.synced: $(UV) uv.lock pyproject.toml
+	$(UV) sync --frozen
+	touch $@
+
+.local/jars/.fetched: java/kafka-broker/pom.xml java/spark-kafka/pom.xml scripts/fetch-jars.sh
+	bash scripts/fetch-jars.sh
+	touch $@
+
+setup: .venv/.synced .local/jars/.fetched  ## Python deps from the lock file, Java artifacts from Maven Central
+
+broker-start: setup
+	$(ENV) python -m streamjoin.localdev.kafka_broker start --port $${KAFKA_PORT}
+
+broker-stop:
+	$(ENV) python -m streamjoin.localdev.kafka_broker stop
+
+demo: broker-start  ## the seed pipeline end to end through Airflow
+	$(ENV) bash scripts/demo.sh
+
+ui: broker-start  ## Airflow's UI (airflow standalone) on http://127.0.0.1:8080
+	$(ENV) airflow standalone
+
+test: setup  ## every test tier; the broker is started by the test session
+	$(ENV) bash scripts/test.sh
+
+lint: setup
+	.venv/bin/ruff check . && .venv/bin/mypy
+
+clean: broker-stop
+	rm -rf var .local/kafka .local/test-kafka

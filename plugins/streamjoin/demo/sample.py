@@ -1,0 +1,44 @@
+"""Sample data in the spirit of seed 000: users click, regions change, some users have no region yet.
+
+=========  ===================  =====================  ===========================================
+Offset     user-regions         user-clicks            clicks-per-region after
+=========  ===================  =====================  ===========================================
+0-4 s      alice, dana: europe
+           bob, eve: americas
+           chao: asia
+10-15 s                         alice 13, bob 4,       europe 20, americas 7, asia 20,
+                                chao 20, dana 7,       UNKNOWN 9 (frank has no region yet)
+                                eve 3, frank 9
+20 s       bob -> asia                                 (only later clicks count for asia)
+21-23 s                         bob 5, alice 6         asia 25, europe 26
+30 s       frank -> africa
+31 s                            frank 2                africa 2
+32 s                            (null key)             dead-lettered, counted
+=========  ===================  =====================  ===========================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: The per-region totals the stream-table semantics imply for :func:`sample_records`.
+EXPECTED_TOTALS = {"europe": 26, "americas": 7, "asia": 25, "UNKNOWN": 9, "africa": 2}
+
+
+@dataclass(frozen=True)
+class SampleRecord:
+    topic: str
+    key: str | None
+    value: object
+    offset_ms: int
+
+
+def sample_records(clicks_topic: str = "user-clicks", regions_topic: str = "user-regions") -> list[SampleRecord]:
+    regions = [("alice", "europe", 0), ("bob", "americas", 1000), ("chao", "asia", 2000), ("dana", "europe", 3000),
+               ("eve", "americas", 4000), ("bob", "asia", 20_000), ("frank", "africa", 30_000)]  # fmt: skip
+    clicks = [("alice", 13, 10_000), ("bob", 4, 11_000), ("chao", 20, 12_000), ("dana", 7, 13_000),
+              ("eve", 3, 14_000), ("frank", 9, 15_000), ("bob", 5, 21_000), ("alice", 6, 23_000),
+              ("frank", 2, 31_000), (None, 1, 32_000)]  # fmt: skip
+    records = [SampleRecord(regions_topic, user, region, at) for user, region, at in regions]
+    records += [SampleRecord(clicks_topic, user, n, at) for user, n, at in clicks]
+    return sorted(records, key=lambda r: r.offset_ms)

@@ -1,0 +1,13 @@
+# Environment shared by the demo, the UI and the tests. Source it from the project root.
+export STREAMJOIN_HOME="${STREAMJOIN_HOME:-$PWD}"
+export PATH="$STREAMJOIN_HOME/.venv/bin:$PATH"
+export SPARK_LOCAL_IP=127.0.0.1
+export PYSPARK_PYTHON="$STREAMJOIN_HOME/.venv/bin/python"
+export KAFKA_PORT="${KAFKA_PORT:-19092}"
+export AIRFLOW_HOME="${AIRFLOW_HOME:-$STREAMJOIN_HOME/var/airflow}"
+export AIRFLOW__CORE__DAGS_FOLDER="$STREAMJOIN_HOME/dags"
+export AIRFLOW__CORE__PLUGINS_FOLDER="$STREAMJOIN_HOME/plugins"
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$AIRFLOW_HOME/airflow.db"
+export AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT="{\"conn_type\": \"streamjoin_kafka\", \"host\": \"127.0.0.1\", \"port\": $KAFKA_PORT}"
+export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'
