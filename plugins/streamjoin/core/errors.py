@@ -59,3 +59,14 @@ class KafkaUnavailableError(StreamJoinError):
     """The broker could not be reached in time."""
 
     transient = True
+
+
+class SuiteError(StreamJoinError):
+    """A quality suite file is invalid: names the file, the field inside it, the bad value and what is allowed.
+
+    Terminal: a human must fix the file (``include/expectations/<pipeline>.yaml``).
+    """
+
+    def __init__(self, file: str, field: str, value: Any, expected: str) -> None:
+        self.file, self.field, self.value, self.expected = file, field, value, expected
+        super().__init__(f"{file}: {field or '<root>'}: got {value!r}; expected {expected}")
