@@ -1,0 +1,186 @@
+"""Alerts that reach a person: a generic JSON webhook and the core SMTP notifier, both from connections.
+
+Attach them as ``on_failure_callback`` (``DataQualityOperator`` does so from its ``*_conn_id`` arguments).
+When the failure is a failed quality check, the message names the pipeline, the day, each failed
+expectation with its observed value, and links to the Data Docs page and the task log; any other failure
+gets the error and the log link.
+
+Slack: ``apache-airflow-providers-slack`` is not installed here; its ``SlackNotifier`` would take the same
+:func:`build_alert` text.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+from airflow.sdk import BaseHook, BaseNotifier
+
+from streamjoin.quality.results import CheckResult
+
+
+@dataclass(frozen=True)
+class Alert:
+    subject: str
+    text: str
+    html: str
+    payload: dict[str, Any]
+
+
+def _check_result(context: Any) -> CheckResult | None:
+    result = getattr(context.get("exception"), "check_result", None)
+    return result if isinstance(result, CheckResult) else None
+
+
+def build_alert(context: Any) -> Alert:
+    """The message for a failed task; rich when the failure is a :class:`CheckResult` with blocking failures."""
+    ti = context.get("ti")
+    where = {
+        "dag_id": getattr(ti, "dag_id", None),
+        "task_id": getattr(ti, "task_id", None),
+        "run_id": context.get("run_id") or getattr(ti, "run_id", None),
+        "log_url": getattr(ti, "log_url", None),
+    }
+    result = _check_result(context)
+    if result is None:
+        error = str(context.get("exception") or "unknown error")
+        subject = f"[streamjoin] task {where['dag_id']}.{where['task_id']} failed"
+        lines = [subject, f"Error: {error}", f"Task log: {where['log_url']}"]
+        payload = {"event": "streamjoin.task_failed", "error": error, **where}
+        return Alert(subject, "\n".join(lines), _html(subject, lines), {**payload, "text": "\n".join(lines)})
+
+    failed = [
+        {
+            "name": e.name,
+            "blocking": e.blocking,
+            "observed": e.observed,
+            "observed_text": e.observed_text(),
+            "description": e.description,
+        }
+        for e in result.failed
+    ]
+    subject = (
+        f"[streamjoin] {result.pipeline} {result.target} {result.day}: quality check failed "
+        f"({', '.join(result.blocking_failed)}); day quarantined"
+    )
+    lines = [
+        f"Pipeline: {result.pipeline}",
+        f"Output: {result.target}",
+        f"Day: {result.day}",
+        f"Rows checked: {result.row_count}",
+        "Failed expectations:",
+        *(
+            f"  - {f['name']} ({'blocking' if f['blocking'] else 'warning'}): observed {f['observed_text']}"
+            f" -- {f['description']}"
+            for f in failed
+        ),
+        f"Data Docs: {result.data_docs_url}",
+        f"Task log: {where['log_url']}",
+    ]
+    payload = {
+        "event": "streamjoin.quality_failed",
+        "pipeline": result.pipeline,
+        "target": result.target,
+        "day": result.day,
+        "row_count": result.row_count,
+        "blocking_failed": result.blocking_failed,
+        "warnings": result.warnings,
+        "failed": failed,
+        "data_docs_url": result.data_docs_url,
+        "partition_path": result.partition_path,
+        **where,
+        "text": "\n".join(lines),
+    }
+    return Alert(subject, "\n".join(lines), _html(subject, lines), payload)
+
+
+def _html(subject: str, lines: Sequence[str]) -> str:
+    body = "".join(f"<div>{_linkify(line)}</div>" for line in lines)
+    return f"<html><body><h3>{html.escape(subject)}</h3>{body}</body></html>"
+
+
+def _linkify(line: str) -> str:
+    label, sep, rest = line.partition(": ")
+    if sep and rest.startswith(("http://", "https://", "file://")):
+        return f'{html.escape(label)}: <a href="{html.escape(rest)}">{html.escape(rest)}</a>'
+    return html.escape(line).replace("  - ", "&nbsp;&nbsp;&bull; ")
+
+
+class WebhookNotifier(BaseNotifier):
+    """POST the alert as JSON to the URL of an HTTP-type Airflow connection.
+
+    The URL is ``host`` (a full URL, or a host name with ``schema`` as the scheme and ``port``) plus
+    ``endpoint`` (argument, or the connection extra ``endpoint``). Login/password become basic auth;
+    the extra ``headers`` mapping is sent as headers.
+
+    :param http_conn_id: the connection (templated)
+    :param endpoint: path appended to the connection's URL (templated)
+    :param timeout: seconds to wait for the receiver
+    """
+
+    template_fields = ("http_conn_id", "endpoint")
+
+    def __init__(self, *, http_conn_id: str, endpoint: str | None = None, timeout: float = 10.0, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.http_conn_id = http_conn_id
+        self.endpoint = endpoint
+        self.timeout = timeout
+
+    def notify(self, context: Any) -> None:
+        conn = BaseHook.get_connection(self.http_conn_id)
+        extra = conn.extra_dejson
+        url = webhook_url(conn.host or "", conn.schema, conn.port, self.endpoint or extra.get("endpoint"))
+        headers = {"Content-Type": "application/json", **extra.get("headers", {})}
+        if conn.login:
+            token = base64.b64encode(f"{conn.login}:{conn.password or ''}".encode()).decode()
+            headers["Authorization"] = f"Basic {token}"
+        body = json.dumps(build_alert(context).payload, default=str).encode()
+        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            self.log.info("alert posted to %s: HTTP %s", url, response.status)
+
+
+def webhook_url(host: str, schema: str | None, port: int | None, endpoint: str | None) -> str:
+    """Compose the webhook URL the way Airflow's HTTP hook does (``schema`` is the URL scheme)."""
+    base = host if "://" in host else f"{schema or 'http'}://{host}" + (f":{port}" if port else "")
+    if endpoint:
+        base = base.rstrip("/") + "/" + endpoint.lstrip("/")
+    return base
+
+
+class QualitySmtpNotifier(SmtpNotifier):
+    """The core :class:`SmtpNotifier` with subject and body built by :func:`build_alert`.
+
+    Connection, sender, recipients, cc/bcc are the core notifier's (``from_email`` may come from the
+    connection extra).
+    """
+
+    def notify(self, context: Any) -> None:
+        alert = build_alert(context)
+        self.subject, self.html_content = alert.subject, alert.html
+        super().notify(context)
+
+
+def quality_notifiers(
+    *,
+    smtp_conn_id: str | None = None,
+    alert_to: str | Sequence[str] | None = None,
+    from_email: str | None = None,
+    webhook_conn_id: str | None = None,
+    webhook_endpoint: str | None = None,
+) -> list[BaseNotifier]:
+    """The notifiers configured by connection ids: SMTP needs recipients, the webhook only its connection."""
+    notifiers: list[BaseNotifier] = []
+    if smtp_conn_id:
+        if not alert_to:
+            raise ValueError(f"smtp_conn_id {smtp_conn_id!r} needs alert_to (the recipients)")
+        notifiers.append(QualitySmtpNotifier(smtp_conn_id=smtp_conn_id, to=alert_to, from_email=from_email))
+    if webhook_conn_id:
+        notifiers.append(WebhookNotifier(http_conn_id=webhook_conn_id, endpoint=webhook_endpoint))
+    return notifiers

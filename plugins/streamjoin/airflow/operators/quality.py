@@ -1,0 +1,198 @@
+"""Validate one day partition of a pipeline output with GX 1.x; quarantine it if a blocking check fails.
+
+The downstream asset is the operator's ``outlets``: Airflow records an asset event only when the task
+succeeds, so a quarantined day never reaches consumers scheduled on the asset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseHook, BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from streamjoin.airflow.notifiers import quality_notifiers
+from streamjoin.core.plans import resolve
+from streamjoin.core.spec import load_spec
+from streamjoin.quality.results import CheckResult, quarantine, release_quarantine, write_check_result
+from streamjoin.quality.suites import Target, build_check_plan, default_suite_path, load_settings
+
+
+class QualityCheckFailed(AirflowFailException):
+    """A blocking expectation failed: no retry (the data would not change), the day stays quarantined.
+
+    Notifiers read :attr:`check_result` from the failure callback's ``exception``.
+    """
+
+    def __init__(self, result: CheckResult) -> None:
+        self.check_result = result
+        super().__init__(
+            f"{result.summary()}; partition {result.partition_path} quarantined; Data Docs: {result.data_docs_url}"
+        )
+
+
+class DataQualityOperator(BaseOperator):
+    """Check a day partition of a pipeline's output against its suite (defaults from the spec + suite file).
+
+    Writes ``_CHECK_RESULT.json`` into the partition; on a blocking failure also ``_QUARANTINED`` and fails
+    without retry (failed warning checks are logged only). A passing run removes an old quarantine marker.
+
+    :param spec_path: pipeline spec, relative to the project home or absolute (templated)
+    :param partition_path: the day's directory, e.g. ``var/output/x/enriched/date={{ ds }}`` (templated)
+    :param day: the partition's day, ``YYYY-MM-DD`` (templated)
+    :param target: ``enriched`` (the joined output) or ``aggregate``
+    :param left_input_count: left input records of the day, for ``left_records_complete`` (templated)
+    :param data_docs_dir: root of the Data Docs; each run gets ``<pipeline>/<target>/<day>/<run>/`` (templated)
+    :param data_docs_base_url: URL under which ``data_docs_dir`` is served, for links in alerts (templated)
+    :param suite_path: suite file; default ``include/expectations/<pipeline>.yaml`` beside the spec (templated)
+    :param smtp_conn_id: SMTP connection for alerts (needs ``alert_to``)
+    :param alert_to: e-mail recipients (templated)
+    :param from_email: sender, else the SMTP connection's ``from_email`` extra
+    :param webhook_conn_id: HTTP connection whose URL receives the alert as JSON
+    :param webhook_endpoint: path appended to the webhook connection's URL
+    :param spark_conn_id: Spark connection giving the master for the in-task session (``local[*]``,
+        ``spark://host:port``)
+    :param spark_master: overrides the connection (tests, local tools) (templated)
+    """
+
+    template_fields: Sequence[str] = (
+        "spec_path",
+        "partition_path",
+        "day",
+        "target",
+        "left_input_count",
+        "data_docs_dir",
+        "data_docs_base_url",
+        "suite_path",
+        "spark_master",
+    )
+    ui_color = "#e8f4ea"
+
+    def __init__(
+        self,
+        *,
+        spec_path: str,
+        partition_path: str,
+        day: str,
+        data_docs_dir: str,
+        target: str = Target.ENRICHED.value,
+        left_input_count: int | str | None = None,
+        data_docs_base_url: str | None = None,
+        suite_path: str | None = None,
+        smtp_conn_id: str | None = None,
+        alert_to: str | list[str] | None = None,
+        from_email: str | None = None,
+        webhook_conn_id: str | None = None,
+        webhook_endpoint: str | None = None,
+        spark_conn_id: str = "spark_default",
+        spark_master: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        notifiers = quality_notifiers(
+            smtp_conn_id=smtp_conn_id,
+            alert_to=alert_to,
+            from_email=from_email,
+            webhook_conn_id=webhook_conn_id,
+            webhook_endpoint=webhook_endpoint,
+        )
+        if notifiers:
+            callbacks = kwargs.get("on_failure_callback") or []
+            callbacks = list(callbacks) if isinstance(callbacks, list | tuple) else [callbacks]
+            kwargs["on_failure_callback"] = [*callbacks, *notifiers]
+        super().__init__(**kwargs)
+        self.spec_path = spec_path
+        self.partition_path = partition_path
+        self.day = day
+        self.target = target
+        self.left_input_count = left_input_count
+        self.data_docs_dir = data_docs_dir
+        self.data_docs_base_url = data_docs_base_url
+        self.suite_path = suite_path
+        self.spark_conn_id = spark_conn_id
+        self.spark_master = spark_master
+        self._spark: Any = None
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        spec_file = resolve(self.spec_path)
+        spec = load_spec(spec_file)
+        suite_file = resolve(self.suite_path) if self.suite_path else default_suite_path(spec_file, spec.name)
+        day = date.fromisoformat(str(self.day))
+        plan = build_check_plan(
+            spec,
+            load_settings(suite_file, spec.name),
+            day=day,
+            target=Target(self.target),
+            left_input_count=_optional_int(self.left_input_count),
+            suite_file=str(suite_file),
+        )
+        partition = resolve(self.partition_path)
+        if not partition.is_dir():
+            # not a quality verdict: the job may still be writing; a retry can help
+            raise FileNotFoundError(f"partition {partition} does not exist: has the join job written {day}?")
+
+        from streamjoin.quality.validate import run_slug, validate_dataframe  # GX and pyspark: only here
+
+        run_id = str(context.get("run_id") or "manual")
+        ti = context.get("ti")
+        run_name = f"{run_id}-try{getattr(ti, 'try_number', 0)}"
+        docs_root = resolve(self.data_docs_dir)
+        docs_dir = docs_root / spec.name / plan.target.value / day.isoformat() / run_slug(run_name)
+        self.log.info("validating %s (%d checks from %s)", partition, len(plan.checks), suite_file)
+        df = self._session().read.parquet(str(partition))
+        result = validate_dataframe(df, plan, docs_dir=docs_dir, run_id=run_name, partition_path=str(partition))
+        if self.data_docs_base_url and result.data_docs_url:
+            result = dataclasses.replace(
+                result, data_docs_url=_served(result.data_docs_url, docs_root, self.data_docs_base_url)
+            )
+        result_file = write_check_result(result, partition)
+        for outcome in result.failed:
+            level = "error" if outcome.blocking else "warning"
+            getattr(self.log, level)(
+                "%s failed (%s): observed %s -- %s", outcome.name, level, outcome.observed_text(), outcome.description
+            )
+        self.log.info("%s; Data Docs: %s", result.summary(), result.data_docs_url)
+        if not result.success:
+            marker = quarantine(partition, result)
+            self.log.error("quarantined: %s", marker)
+            raise QualityCheckFailed(result)
+        if release_quarantine(partition):
+            self.log.info("released the quarantine of %s: this run passed", partition)
+        return {
+            "success": True,
+            "warnings": result.warnings,
+            "result_file": str(result_file),
+            "data_docs_url": result.data_docs_url,
+        }
+
+    def _session(self) -> Any:
+        from streamjoin.spark.session import build_session
+
+        master = self.spark_master or _master_from_connection(self.spark_conn_id)
+        self._spark = build_session(f"streamjoin-quality-{self.task_id}", master=master, with_kafka=False)
+        return self._spark
+
+    def on_kill(self) -> None:
+        if self._spark is not None:
+            self._spark.sparkContext.cancelAllJobs()
+
+
+def _optional_int(value: int | str | None) -> int | None:
+    if value is None or value == "" or value == "None":
+        return None
+    return int(value)
+
+
+def _master_from_connection(conn_id: str) -> str:
+    """``local[2]`` from host alone; ``spark://host:port`` when a port is set (the Spark provider's rule)."""
+    conn = BaseHook.get_connection(conn_id)
+    host = conn.host or "local[*]"
+    return f"{host}:{conn.port}" if conn.port else host
+
+
+def _served(url: str, docs_root: Path, base_url: str) -> str:
+    root = docs_root.resolve().as_uri()
+    return base_url.rstrip("/") + url[len(root) :] if url.startswith(root) else url
