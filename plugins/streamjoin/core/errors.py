@@ -70,3 +70,13 @@ class SuiteError(StreamJoinError):
     def __init__(self, file: str, field: str, value: Any, expected: str) -> None:
         self.file, self.field, self.value, self.expected = file, field, value, expected
         super().__init__(f"{file}: {field or '<root>'}: got {value!r}; expected {expected}")
+
+
+class LocalBrokerError(StreamJoinError):
+    """The local development broker (``streamjoin.localdev``) could not be started: ports taken, jars or
+    Java missing, storage format failed, or the JVM exited. The message ends with what the broker printed."""
+
+    def __init__(self, problem: str, home: object) -> None:
+        self.problem, self.home = problem, str(home)
+        log = f"{self.home}/broker.log"
+        super().__init__(f"local Kafka broker in {self.home}: {problem}\n(see {log} and {self.home}/broker.stdout)")

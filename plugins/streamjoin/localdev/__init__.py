@@ -1,0 +1,1 @@
+"""Local development infrastructure: a single-node KRaft Kafka broker run from Maven-resolved jars."""
