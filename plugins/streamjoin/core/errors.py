@@ -80,3 +80,31 @@ class LocalBrokerError(StreamJoinError):
         self.problem, self.home = problem, str(home)
         log = f"{self.home}/broker.log"
         super().__init__(f"local Kafka broker in {self.home}: {problem}\n(see {log} and {self.home}/broker.stdout)")
+
+
+class TopicProvisionError(StreamJoinError):
+    """The broker refused to create or describe a topic (policy violation, invalid config, authorization)."""
+
+    def __init__(self, topic: str, action: str, reason: str) -> None:
+        self.topic, self.action, self.reason = topic, action, reason
+        super().__init__(f"topic {topic!r}: {action} failed: {reason}")
+
+
+class DeliveryError(StreamJoinError):
+    """Records could not be written to Kafka. Transient when every failure was retriable (timeouts, leader
+    changes); terminal otherwise (unknown topic, record too large, authorization)."""
+
+    def __init__(self, topic: str, failed: int, total: int, first_error: str, *, transient: bool = False) -> None:
+        self.topic, self.failed, self.total, self.first_error = topic, failed, total, first_error
+        self.transient = transient
+        super().__init__(f"{failed} of {total} records were not delivered (first on {topic!r}: {first_error})")
+
+
+class ConsumeTimeoutError(StreamJoinError):
+    """Fewer records than expected arrived on a topic within the wait."""
+
+    transient = True
+
+    def __init__(self, topic: str, expected: str, got: int, timeout_s: float, last: str) -> None:
+        self.topic, self.expected, self.got, self.timeout_s, self.last = topic, expected, got, timeout_s, last
+        super().__init__(f"expected {expected} on `{topic}`, got {got} within {timeout_s:g} s; last: {last}")
