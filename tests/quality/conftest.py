@@ -1,0 +1,62 @@
+"""Fixtures of the quality tests: the seed spec and suite, one reused local SparkSession, frame builders."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from quality_cases import DAY, ENRICHED_SCHEMA, SPEC_PATH, SUITE_PATH, Row
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from streamjoin.spark.session import build_session
+
+    session = build_session(
+        "streamjoin-quality-tests",
+        master="local[1]",
+        shuffle_partitions=2,
+        with_kafka=False,
+        extra_conf={"spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "false"},
+    )
+    yield session
+
+
+@pytest.fixture(scope="session")
+def spec() -> Any:
+    from streamjoin.core.spec import load_spec
+
+    return load_spec(SPEC_PATH)
+
+
+@pytest.fixture(scope="session")
+def settings(spec: Any) -> Any:
+    from streamjoin.quality.suites import load_settings
+
+    return load_settings(SUITE_PATH, spec.name)
+
+
+@pytest.fixture
+def enriched_frame(spark: Any) -> Callable[[list[Row]], Any]:
+    def build(rows: list[Row]) -> Any:
+        return spark.createDataFrame([tuple(r) for r in rows], ENRICHED_SCHEMA)
+
+    return build
+
+
+@pytest.fixture
+def write_partition(enriched_frame: Callable[[list[Row]], Any], tmp_path: Path) -> Callable[..., Path]:
+    """Write rows as ``<tmp>/<name>/date=2026-01-02/`` Parquet, as the join job does."""
+
+    def write(rows: list[Row], name: str = "enriched") -> Path:
+        path = tmp_path / "output" / name / f"date={DAY.isoformat()}"
+        enriched_frame(rows).coalesce(1).write.mode("overwrite").parquet(str(path))
+        return path
+
+    return write
