@@ -12,11 +12,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from streamjoin.core.spec import PipelineSpec, Shape
+from streamjoin.core.spec import Joiner, PipelineSpec, Shape
 from streamjoin.spark.aggregate import AGG_STATE_SCHEMA, aggregate_stream
 from streamjoin.spark.events import decode_events, partition_max_ts, with_batch_order, with_file_order
 from streamjoin.spark.projection import joined_value, key_selector
 from streamjoin.spark.serde import spark_type
+from streamjoin.spark.stream_stream import CLOCK_SCHEMA, join_stream_stream, store_schema
 from streamjoin.spark.stream_table import join_stream_table
 
 ORDER_STATE_SCHEMA = "topic string, __partition int, max_ts long"
@@ -24,8 +25,14 @@ ORDER_STATE_SCHEMA = "topic string, __partition int, max_ts long"
 
 def state_schemas(spec: PipelineSpec) -> dict[str, str]:
     """DDL schema of every state the pipeline carries between batches."""
+    ltype = spark_type(spec.left.value).simpleString()
     rtype = spark_type(spec.right.value).simpleString()
-    schemas = {"order": ORDER_STATE_SCHEMA, "table": f"key string, rval {rtype}, rts long"}
+    schemas = {"order": ORDER_STATE_SCHEMA}
+    shape = spec.join.shape
+    if shape is Shape.STREAM_STREAM:
+        schemas |= {"window_store": store_schema(ltype, rtype), "clock": CLOCK_SCHEMA}
+    else:
+        schemas["table"] = f"key string, rval {rtype}, rts long"
     if spec.aggregate is not None:
         schemas["agg"] = AGG_STATE_SCHEMA
     return schemas
@@ -33,6 +40,8 @@ def state_schemas(spec: PipelineSpec) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class BatchOutput:
+    #: the decoded batch with order columns (cache it when several outputs are written)
+    events: DataFrame
     #: join results: key, value, ts, matched, tomb_out, src_*, ORDER, __sub
     results: DataFrame
     #: aggregate changelog rows: key, value, ts, ORDER, __sub (None without an aggregate)
@@ -40,6 +49,8 @@ class BatchOutput:
     #: Kafka-shaped input rows that could not be processed, with ``reason``
     dead_letters: DataFrame
     state: dict[str, DataFrame]
+    #: records dropped by the join's rules (stream-stream: late), event rows; None if the shape drops none
+    dropped: DataFrame | None = None
 
 
 def process_batch(
@@ -53,15 +64,20 @@ def process_batch(
     decoded = decode_events(raw, spec)
     events = with_file_order(decoded.events) if file_order else with_batch_order(decoded.events, state["order"])
     join = spec.join
+    dropped: DataFrame | None = None
     new_state = {"order": partition_max_ts(events.select("topic", "__partition", "ts"), state["order"])}
     if join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE):
         lookup = key_selector(join.key_selector) if join.key_selector is not None else None
         step = join_stream_table(events, state["table"], join.kind, lookup)
         new_state["table"] = step.table_state
         results = step.results
+    elif join.shape is Shape.STREAM_STREAM:
+        ss = join_stream_stream(events, state["window_store"], state["clock"], join)
+        new_state |= {"window_store": ss.store, "clock": ss.clock}
+        results, dropped = ss.results, ss.late
     else:
         raise NotImplementedError(f"shape {join.shape.value!r} is not implemented on Spark yet")
-    results = results.withColumn("value", joined_value(join.joiner))
+    results = with_joined_value(results, join.joiner)
     dead_letters = decoded.dead_letters
     aggregates = None
     if spec.aggregate is not None:
@@ -69,7 +85,20 @@ def process_batch(
         aggregates = agg.rows
         new_state["agg"] = agg.state
         dead_letters = dead_letters.unionByName(_null_group_letters(agg.null_groups, spec), allowMissingColumns=True)
-    return BatchOutput(results=results, aggregates=aggregates, dead_letters=dead_letters, state=new_state)
+    return BatchOutput(
+        results=results, aggregates=aggregates, dead_letters=dead_letters, state=new_state, dropped=dropped
+    )
+
+
+def with_joined_value(results: DataFrame, joiner: Joiner) -> DataFrame:
+    """Add ``value``: the joiner's value, null for tombstones (``tomb_out``). A function joiner is only
+    called for the rows that are not tombstones."""
+    if joiner.function is None:
+        return results.withColumn("value", F.when(~F.col("tomb_out"), joined_value(joiner)))
+    values = results.filter(~F.col("tomb_out")).withColumn("value", joined_value(joiner))
+    value_type = values.schema["value"].dataType
+    tombstones = results.filter(F.col("tomb_out")).withColumn("value", F.lit(None).cast(value_type))
+    return values.unionByName(tombstones)
 
 
 def _null_group_letters(null_groups: DataFrame, spec: PipelineSpec) -> DataFrame:

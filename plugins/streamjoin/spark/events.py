@@ -13,6 +13,7 @@ Kafka-shaped rows have the Kafka source's columns: ``key``, ``value`` (binary), 
 ``__task``     the task the record belongs to: its partition for co-partitioned inputs
 ``__eff``      effective timestamp: running max of ``ts`` within the record's topic-partition
 ``__rank``     0 global table, 1 table, 2 stream: at equal time, table updates go first
+``__pos``      ``__eff * 4 + __rank``: the first sort key of ``ORDER`` in one long
 ``__input``    position of the record's input in the spec
 ``__partition``, ``__offset``: source coordinates, last tie-breakers
 =============  =================================================================================
@@ -30,9 +31,11 @@ from pyspark.sql import functions as F
 from streamjoin.core.spec import PipelineSpec, Role, Shape
 from streamjoin.spark.serde import decode, spark_type
 
-ORDER = ["__eff", "__rank", "__input", "__partition", "__offset"]
+ORDER = ["__pos", "__input", "__partition", "__offset"]
 ROLE_RANK = {Role.GLOBAL_TABLE: 0, Role.TABLE: 1, Role.STREAM: 2}
 LONG_MIN = -(2**63)
+#: ``__eff`` of global-table records in batch order: before everything, and ``__eff * 4`` still fits a long.
+GLOBAL_EFF = -(2**60)
 
 
 @dataclass(frozen=True)
@@ -84,23 +87,39 @@ def decode_events(raw: DataFrame, spec: PipelineSpec) -> DecodedBatch:
 def with_batch_order(events: DataFrame, previous_max: DataFrame | None) -> DataFrame:
     """Add ``__eff``: the running max of ``ts`` in each topic-partition in offset order, continuing from
     ``previous_max`` (columns ``topic``, ``__partition``, ``max_ts``) carried over from earlier batches.
-    Global-table records get the smallest value: they are applied before the batch's other records."""
+    Global-table records get the smallest value: they are applied before the batch's other records.
+
+    The running max is computed on the narrow coordinates only and joined back for the rows where it
+    differs from ``ts`` (out-of-order records, a minority): the wide rows are not shuffled for it.
+    """
+    coords = events.select("topic", "__partition", "__offset", "ts")
     per_partition = (
         Window.partitionBy("topic", "__partition")
         .orderBy("__offset")
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
-    eff = F.max("ts").over(per_partition)
+    running = F.max("ts").over(per_partition)
     if previous_max is not None:
-        events = events.join(F.broadcast(previous_max), ["topic", "__partition"], "left")
-        eff = F.greatest(eff, F.coalesce(F.col("max_ts"), F.lit(LONG_MIN)))
-    events = events.withColumn("__eff", F.when(F.col("__rank") == 0, F.lit(LONG_MIN)).otherwise(eff))
-    return events.drop("max_ts") if previous_max is not None else events
+        coords = coords.join(F.broadcast(previous_max), ["topic", "__partition"], "left")
+        running = F.greatest(running, F.coalesce(F.col("max_ts"), F.lit(LONG_MIN)))
+    late = (
+        coords.withColumn("__late_eff", running)
+        .filter(F.col("__late_eff") > F.col("ts"))
+        .select("topic", "__partition", "__offset", "__late_eff")
+    )
+    events = events.join(F.broadcast(late), ["topic", "__partition", "__offset"], "left")
+    eff = F.coalesce(F.col("__late_eff"), F.col("ts"))
+    events = events.withColumn("__eff", F.when(F.col("__rank") == 0, F.lit(GLOBAL_EFF)).otherwise(eff))
+    return with_position(events.drop("__late_eff"))
+
+
+def with_position(events: DataFrame) -> DataFrame:
+    return events.withColumn("__pos", F.col("__eff") * 4 + F.col("__rank"))
 
 
 def with_file_order(events: DataFrame) -> DataFrame:
     """Replay order: one task, records processed in ``__offset`` order (the line number of the file)."""
-    return events.withColumn("__eff", F.col("__offset")).withColumn("__task", F.lit(0))
+    return with_position(events.withColumn("__eff", F.col("__offset")).withColumn("__task", F.lit(0)))
 
 
 def partition_max_ts(events: DataFrame, previous_max: DataFrame | None) -> DataFrame:

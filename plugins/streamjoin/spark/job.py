@@ -14,9 +14,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from streamjoin.core.spec import PipelineSpec
+from streamjoin.core.spec import PipelineSpec, Shape
 from streamjoin.spark.engine import BatchOutput, process_batch, state_schemas
-from streamjoin.spark.sinks import dead_letter_rows, file_rows, kafka_rows, write_files, write_kafka
+from streamjoin.spark.sinks import CONSUMER_OPTIONS, dead_letter_rows, file_rows, kafka_rows, write_files, write_kafka
 from streamjoin.spark.state import StateStore
 
 log = logging.getLogger("streamjoin.job")
@@ -43,6 +43,7 @@ def read_inputs(spark: SparkSession, spec: PipelineSpec, settings: JobSettings) 
         .option("subscribe", ",".join(sorted({i.topic for i in spec.inputs.values()})))
         .option("startingOffsets", settings.starting_offsets)
         .option("failOnDataLoss", "true")
+        .options(**CONSUMER_OPTIONS)
     )
     if spec.trigger.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(spec.trigger.max_offsets_per_trigger))
@@ -62,8 +63,10 @@ class BatchWriter:
         input_rows = raw.count()
         state = self.store.load(self.spark, batch_id, state_schemas(self.spec))
         out = process_batch(raw, self.spec, state)
+        out.events.persist()
         counts = {"input_rows": input_rows, **self._write(out, batch_id)}
         self.store.save(batch_id, out.state)
+        out.events.unpersist()
         raw.unpersist()
         self._report(batch_id, counts, time.monotonic() - started)
 
@@ -72,7 +75,8 @@ class BatchWriter:
         results = out.results.persist()
         counts: dict[str, int] = {}
         if spec.output.topic:
-            write_kafka(kafka_rows(results, spec.output, spec.output.topic), bootstrap)
+            keeps_order = spec.join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE)
+            write_kafka(kafka_rows(results, spec.output, spec.output.topic, sort=not keeps_order), bootstrap)
         if spec.output.files:
             write_files(
                 file_rows(results), self.settings.path(spec.output.files.path), spec.output.files.format, batch_id

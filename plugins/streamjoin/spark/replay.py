@@ -19,6 +19,7 @@ from pyspark.sql import types as T
 from streamjoin.core.codec import encode
 from streamjoin.core.spec import PipelineSpec
 from streamjoin.spark.engine import process_batch, state_schemas
+from streamjoin.spark.events import ORDER
 
 RAW_SCHEMA = T.StructType(
     [
@@ -67,7 +68,7 @@ def replay(
     raw = raw_frame(spark, spec, records, batch)
     state = {name: spark.createDataFrame([], schema) for name, schema in state_schemas(spec).items()}
     out = process_batch(raw, spec, state, file_order=not batch)
-    order = ["__eff", "__rank", "__input", "__partition", "__offset"]
+    order = ORDER
     frames = [
         out.results.select(
             F.lit(spec.output.topic or "<join>").alias("topic"),

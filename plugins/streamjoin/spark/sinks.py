@@ -24,14 +24,31 @@ def encode_value(value: Column, data_type: T.DataType, fmt: Format) -> Column:
     return encode(value, fmt)
 
 
-def kafka_rows(rows: DataFrame, sink: Sink, topic: str) -> DataFrame:
+#: Producer settings of Spark's Kafka sink: larger batches and lz4 (the defaults send small batches).
+PRODUCER_OPTIONS = {
+    "kafka.linger.ms": "20",
+    "kafka.batch.size": str(512 * 1024),
+    "kafka.compression.type": "lz4",
+    "kafka.buffer.memory": str(128 * 1024 * 1024),
+}
+#: Consumer settings of Spark's Kafka source: fetch more per request than the 1 MiB default.
+CONSUMER_OPTIONS = {
+    "kafka.max.partition.fetch.bytes": str(16 * 1024 * 1024),
+    "kafka.fetch.max.bytes": str(64 * 1024 * 1024),
+}
+
+
+def kafka_rows(rows: DataFrame, sink: Sink, topic: str, *, sort: bool = True) -> DataFrame:
     """Rows for Spark's Kafka sink, in emission order within each partition.
 
     The record timestamp of a result (e.g. max of both join sides) travels in the ``ts`` header: Spark's
-    Kafka sink cannot set record timestamps.
+    Kafka sink cannot set record timestamps. ``sort=False`` when every key's rows already sit in one
+    partition in emission order (a stream-table join keeps the Kafka source's partitions and order).
     """
     value_type = rows.schema["value"].dataType
-    return rows.sortWithinPartitions(*ORDER, "__sub").select(
+    if sort:
+        rows = rows.sortWithinPartitions(*ORDER, "__sub")
+    return rows.select(
         F.col("key").cast("binary").alias("key"),
         encode_value(F.col("value"), value_type, sink.value_format).alias("value"),
         F.lit(topic).alias("topic"),
@@ -56,7 +73,7 @@ def dead_letter_rows(dead: DataFrame, topic: str) -> DataFrame:
 
 
 def write_kafka(rows: DataFrame, bootstrap: str) -> None:
-    rows.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).save()
+    rows.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).options(**PRODUCER_OPTIONS).save()
 
 
 def file_rows(results: DataFrame) -> DataFrame:

@@ -10,9 +10,12 @@ t4                        alice -> null    (tombstone: alice deleted)
 t5       alice: 2                          inner: nothing; left: (2, null)
 =======  ===============  ===============  ==========================================
 
-A stream record sees the table as it stands after every table record that precedes it in ``ORDER``:
-the latest such record of the same key inside the batch, else the table state carried from earlier
-batches. Only stream records produce output; its timestamp is the stream record's.
+A stream record sees the table as it stands after every table record that precedes it in ``ORDER``.
+Every table value is valid over an interval of positions: the carried value from ``-inf`` to the key's
+first update in the batch, each update until the next one. A stream record joins the one interval of
+its key that contains its position: an equi-join on the key plus a range condition, with the intervals
+(table state + this batch's updates) broadcast, so the stream rows are neither shuffled nor sorted.
+Only stream records produce output; its timestamp is the stream record's.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from streamjoin.core.spec import Kind
-from streamjoin.spark.events import ORDER
+from streamjoin.spark.events import LONG_MIN, ORDER
 
 TABLE_STATE_COLUMNS = ["key", "rval", "rts"]
 
@@ -34,32 +37,17 @@ class JoinStep:
     table_state: DataFrame
 
 
-def _results(stream: DataFrame, right: Column, found: Column, kind: Kind, out_key: str) -> DataFrame:
-    out = stream.select(
-        F.col(out_key).alias("key"),
-        F.col("lval").alias("left"),
-        right.alias("right"),
-        F.col("ts"),
-        found.alias("matched"),
-        F.lit(False).alias("tomb_out"),
-        F.lit(0).alias("__sub"),
-        F.col("topic").alias("src_topic"),
-        F.col("__partition").alias("src_partition"),
-        F.col("__offset").alias("src_offset"),
-        "__task",
-        *ORDER,
+def table_intervals(updates: DataFrame, table_state: DataFrame) -> DataFrame:
+    """``key, rval, rts, tomb, __start, __end``: which table value holds between which positions."""
+    carried = table_state.select(
+        "key", "rval", "rts", F.lit(False).alias("tomb"), F.lit(LONG_MIN).alias("__start"),
+        F.lit(-1).cast("int").alias("__partition"), F.lit(-1).cast("long").alias("__offset"),
+    )  # fmt: skip
+    applied = updates.select(
+        "key", "rval", F.col("ts").alias("rts"), "tomb", F.col("__pos").alias("__start"), "__partition", "__offset"
     )
-    return out if kind is Kind.LEFT else out.filter("matched")
-
-
-def latest_table_state(updates: DataFrame, table_state: DataFrame) -> DataFrame:
-    """The table after applying this batch's updates in ``ORDER`` (tombstones delete)."""
-    last = updates.groupBy("key").agg(
-        F.max_by(F.struct("rval", F.col("ts").alias("rts"), "tomb"), F.struct(*ORDER)).alias("u")
-    )
-    kept = table_state.join(last.select("key"), "key", "left_anti")
-    applied = last.filter(~F.col("u.tomb")).select("key", "u.rval", "u.rts")
-    return kept.unionByName(applied)
+    versions = Window.partitionBy("key").orderBy("__start", "__partition", "__offset")
+    return carried.unionByName(applied).withColumn("__end", F.lead("__start").over(versions))
 
 
 def join_stream_table(
@@ -69,29 +57,40 @@ def join_stream_table(
 
     :param lookup_key: for global tables, the table key derived from the stream record (default: its key).
     """
-    stream = events.filter(F.col("side") == "L").drop("rval")
-    updates = events.filter(F.col("side") == "R")
-    out_key = "key"
+    stream = events.filter(F.col("side") == "L").drop("rval", "tomb")
+    stream = stream.withColumn("__stream_key", F.col("key"))
     if lookup_key is not None:
-        stream = stream.withColumn("__stream_key", F.col("key")).withColumn("key", lookup_key)
-        out_key = "__stream_key"
-    touched = updates.select("key").distinct()
-    # Keys without a table update in this batch only need the carried state: a hash join, no sort.
-    quiet = stream.join(F.broadcast(touched), "key", "left_anti").join(table_state, "key", "left")
-    quiet_results = _results(quiet, F.col("rval"), F.col("rts").isNotNull(), kind, out_key)
-    # Keys updated in this batch: find the last update before each stream record in ORDER.
-    busy = stream.join(F.broadcast(touched), "key", "left_semi")
-    marked = updates.withColumn("__upd", F.struct("rval", F.col("ts").alias("uts"), "tomb"))
-    merged = busy.unionByName(marked, allowMissingColumns=True)
-    before = Window.partitionBy("key").orderBy(*ORDER).rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    seen = (
-        merged.withColumn("__last", F.last("__upd", ignorenulls=True).over(before))
-        .filter(F.col("side") == "L")
-        .drop("rval", "__upd")
-        .join(table_state, "key", "left")
+        stream = stream.withColumn("key", lookup_key)
+    updates = events.filter(F.col("side") == "R")
+    intervals = F.broadcast(table_intervals(updates, table_state).drop("__partition", "__offset"))
+    s, i = stream.alias("s"), intervals.alias("i")
+    inside = (
+        (F.col("s.key") == F.col("i.key"))
+        & (F.col("s.__pos") >= F.col("i.__start"))
+        & (F.col("i.__end").isNull() | (F.col("s.__pos") < F.col("i.__end")))
     )
-    in_batch = F.col("__last").isNotNull()
-    right = F.when(in_batch, F.when(~F.col("__last.tomb"), F.col("__last.rval"))).otherwise(F.col("rval"))
-    busy_results = _results(seen, right, right.isNotNull(), kind, out_key)
-    results = quiet_results.unionByName(busy_results)
+    joined = s.join(i, inside, "left")
+    right = F.when(~F.col("i.tomb"), F.col("i.rval"))
+    results = joined.select(
+        F.col("s.__stream_key").alias("key"),
+        F.col("s.lval").alias("left"),
+        right.alias("right"),
+        F.col("s.ts").alias("ts"),
+        right.isNotNull().alias("matched"),
+        F.lit(False).alias("tomb_out"),
+        F.lit(0).alias("__sub"),
+        F.col("s.topic").alias("src_topic"),
+        F.col("s.__partition").alias("src_partition"),
+        F.col("s.__offset").alias("src_offset"),
+        F.col("s.__task").alias("__task"),
+        *[F.col(f"s.{c}").alias(c) for c in ORDER],
+    )
+    if kind is Kind.INNER:
+        results = results.filter("matched")
     return JoinStep(results=results, table_state=latest_table_state(updates, table_state))
+
+
+def latest_table_state(updates: DataFrame, table_state: DataFrame) -> DataFrame:
+    """The table after this batch's updates in ``ORDER`` (tombstones delete): each key's last interval."""
+    last = table_intervals(updates, table_state).filter(F.col("__end").isNull() & ~F.col("tomb"))
+    return last.select(*TABLE_STATE_COLUMNS)
