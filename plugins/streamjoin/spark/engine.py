@@ -86,7 +86,12 @@ def process_batch(
         new_state["agg"] = agg.state
         dead_letters = dead_letters.unionByName(_null_group_letters(agg.null_groups, spec), allowMissingColumns=True)
     return BatchOutput(
-        results=results, aggregates=aggregates, dead_letters=dead_letters, state=new_state, dropped=dropped
+        events=events,
+        results=results,
+        aggregates=aggregates,
+        dead_letters=dead_letters,
+        state=new_state,
+        dropped=dropped,
     )
 
 
