@@ -11,5 +11,10 @@ def get_provider_info() -> dict[str, Any]:
         "name": "streamjoin",
         "description": "Kafka Streams-style joins on Apache Spark, launched and supervised by Airflow.",
         "versions": ["0.1.0"],
-        "connection-types": [],
+        "connection-types": [
+            {
+                "connection-type": "streamjoin_kafka",
+                "hook-class-name": "streamjoin.airflow.hooks.kafka_admin.StreamJoinKafkaHook",
+            },
+        ],
     }

@@ -1,0 +1,186 @@
+"""Which Kafka topics a pipeline needs, with partitions, replication and configs: a pure plan.
+
+``ProvisionTopicsOperator`` computes the plan and hands it to :func:`streamjoin.kafka.admin.ensure_topics`,
+which creates what is missing and checks what exists.
+
+=================  ==============================  ===============  ==========================================
+Topic              Role                            cleanup.policy   Partitions
+=================  ==============================  ===============  ==========================================
+stream input       ``input-stream``                delete           ``kafka.partitions``, co-partition group
+table input        ``input-table``                 compact          ``kafka.partitions``, co-partition group
+global table       ``input-global-table``          compact          ``kafka.partitions`` on creation; any count
+                                                                    is fine (every task reads all partitions)
+join output        ``output`` / ``output-table``   delete / compact ``kafka.partitions`` (a table-table join
+                                                                    emits a table: its changelog is compacted)
+aggregate output   ``aggregate-output``            compact          ``kafka.partitions`` (a changelog table)
+dead letters       ``dead-letter``                 delete, 14 days  ``kafka.partitions``
+=================  ==============================  ===============  ==========================================
+
+Why a co-partition group: a key-based join reads partition *p* of both inputs in the same task, so both
+must have the same partition count (and the same partitioner, murmur2) or a key's records meet nothing.
+Kafka Streams checks this at startup; so do we, before the job starts. A foreign-key join re-keys the
+left table internally (as Kafka Streams' subscription topics do), so its inputs form no group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from streamjoin.core.errors import SpecError
+from streamjoin.core.spec import PipelineSpec, Role, Shape
+
+#: Dead letters are read by humans, later: keep them longer than Kafka's 7-day default.
+DEAD_LETTER_RETENTION_MS = 14 * 24 * 3600 * 1000
+
+COMPACT = "compact"
+DELETE = "delete"
+
+
+class TopicRole(StrEnum):
+    INPUT_STREAM = "input-stream"
+    INPUT_TABLE = "input-table"
+    INPUT_GLOBAL_TABLE = "input-global-table"
+    OUTPUT = "output"
+    OUTPUT_TABLE = "output-table"
+    AGGREGATE_OUTPUT = "aggregate-output"
+    DEAD_LETTER = "dead-letter"
+
+
+_INPUT_ROLES = {
+    Role.STREAM: TopicRole.INPUT_STREAM,
+    Role.TABLE: TopicRole.INPUT_TABLE,
+    Role.GLOBAL_TABLE: TopicRole.INPUT_GLOBAL_TABLE,
+}
+
+#: Shapes whose two inputs are read partition by partition, side by side.
+_COPARTITIONED_SHAPES = frozenset({Shape.STREAM_STREAM, Shape.STREAM_TABLE, Shape.TABLE_TABLE})
+#: Shapes whose result is a table (each output record replaces the previous one for its key).
+_TABLE_RESULT_SHAPES = frozenset({Shape.TABLE_TABLE, Shape.TABLE_TABLE_FK})
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One topic as the pipeline needs it.
+
+    :param name: topic name
+    :param partitions: partition count to create it with
+    :param replication_factor: replicas per partition
+    :param config: topic configs to create it with (``cleanup.policy``, ``retention.ms``, ...)
+    :param role: what the pipeline uses it for
+    :param copartition_group: topics sharing a group must have equal partition counts; ``None``: no constraint
+    """
+
+    name: str
+    partitions: int
+    replication_factor: int
+    config: Mapping[str, str]
+    role: TopicRole
+    copartition_group: str | None = None
+
+    def __post_init__(self) -> None:  # a frozen plan must not share a mutable dict with its caller
+        object.__setattr__(self, "config", MappingProxyType(dict(self.config)))
+
+    @property
+    def compacted(self) -> bool:
+        """Whether the plan wants the log compacted (a table: the latest value per key must survive)."""
+        return COMPACT in self.config.get("cleanup.policy", DELETE).split(",")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "partitions": self.partitions,
+            "replication_factor": self.replication_factor,
+            "config": dict(self.config),
+            "role": self.role.value,
+            "copartition_group": self.copartition_group,
+        }
+
+
+@dataclass(frozen=True)
+class TopicPlan:
+    """All topics of one pipeline, inputs first, in a stable order."""
+
+    pipeline: str
+    topics: tuple[TopicSpec, ...] = field(default_factory=tuple)
+
+    @property
+    def names(self) -> list[str]:
+        return [t.name for t in self.topics]
+
+    def topic(self, name: str) -> TopicSpec:
+        for spec in self.topics:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+    def copartition_groups(self) -> dict[str, list[TopicSpec]]:
+        """Group name -> its topics, in plan order."""
+        groups: dict[str, list[TopicSpec]] = {}
+        for spec in self.topics:
+            if spec.copartition_group is not None:
+                groups.setdefault(spec.copartition_group, []).append(spec)
+        return groups
+
+    @property
+    def max_replication_factor(self) -> int:
+        return max((t.replication_factor for t in self.topics), default=0)
+
+
+def plan_topics(spec: PipelineSpec) -> TopicPlan:
+    """The topics ``spec`` reads and writes, with the partitions, replication and configs they need.
+
+    :param spec: the pipeline spec
+    :raises SpecError: ``kafka.min_insync_replicas`` exceeds the replication factor (acks=all writes would
+        always fail), or one topic name is used for two different purposes
+    """
+    kafka = spec.kafka
+    if kafka.min_insync_replicas is not None and kafka.min_insync_replicas > kafka.replication_factor:
+        raise SpecError(
+            f"<pipeline {spec.name}>",
+            "kafka.min_insync_replicas",
+            kafka.min_insync_replicas,
+            f"at most kafka.replication_factor ({kafka.replication_factor}); with more, every acks=all write fails",
+        )
+    common: dict[str, str] = {}
+    if kafka.min_insync_replicas is not None:
+        common["min.insync.replicas"] = str(kafka.min_insync_replicas)
+
+    def topic(name: str, role: TopicRole, policy: str, group: str | None = None, **extra: str) -> TopicSpec:
+        config = {"cleanup.policy": policy, **common, **extra}
+        return TopicSpec(name, kafka.partitions, kafka.replication_factor, config, role, group)
+
+    group = f"{spec.name}:join" if spec.join.shape in _COPARTITIONED_SHAPES else None
+    topics: list[TopicSpec] = []
+    for input_ in spec.inputs.values():
+        role = _INPUT_ROLES[input_.role]
+        policy = DELETE if input_.role is Role.STREAM else COMPACT
+        topics.append(topic(input_.topic, role, policy, None if input_.role is Role.GLOBAL_TABLE else group))
+    if spec.output.topic is not None:
+        if spec.join.shape in _TABLE_RESULT_SHAPES:
+            topics.append(topic(spec.output.topic, TopicRole.OUTPUT_TABLE, COMPACT))
+        else:
+            topics.append(topic(spec.output.topic, TopicRole.OUTPUT, DELETE))
+    if spec.aggregate is not None and spec.aggregate.output.topic is not None:
+        topics.append(topic(spec.aggregate.output.topic, TopicRole.AGGREGATE_OUTPUT, COMPACT))
+    topics.append(
+        topic(spec.dead_letter_topic, TopicRole.DEAD_LETTER, DELETE, **{"retention.ms": str(DEAD_LETTER_RETENTION_MS)})
+    )
+    _check_unique(spec.name, topics)
+    return TopicPlan(spec.name, tuple(topics))
+
+
+def _check_unique(pipeline: str, topics: list[TopicSpec]) -> None:
+    seen: dict[str, TopicRole] = {}
+    for spec in topics:
+        if spec.name in seen:
+            raise SpecError(
+                f"<pipeline {pipeline}>",
+                "topics",
+                spec.name,
+                f"a distinct topic per purpose: {spec.name!r} is both {seen[spec.name].value} and {spec.role.value}",
+            )
+        seen[spec.name] = spec.role
