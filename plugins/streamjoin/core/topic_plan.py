@@ -77,7 +77,7 @@ class TopicSpec:
     name: str
     partitions: int
     replication_factor: int
-    config: Mapping[str, str]
+    config: Mapping[str, str] = field(hash=False)
     role: TopicRole
     copartition_group: str | None = None
 
