@@ -15,10 +15,12 @@ from pyspark.sql import types as T
 from streamjoin.core.spec import Joiner, PipelineSpec, Shape
 from streamjoin.spark.aggregate import AGG_STATE_SCHEMA, aggregate_stream
 from streamjoin.spark.events import decode_events, partition_max_ts, with_batch_order, with_file_order
+from streamjoin.spark.foreign_key import join_foreign_key, left_state_schema, right_state_schema
 from streamjoin.spark.projection import joined_value, key_selector
 from streamjoin.spark.serde import spark_type
 from streamjoin.spark.stream_stream import CLOCK_SCHEMA, join_stream_stream, store_schema
 from streamjoin.spark.stream_table import join_stream_table
+from streamjoin.spark.table_table import join_table_table, side_state_schema
 
 ORDER_STATE_SCHEMA = "topic string, __partition int, max_ts long"
 
@@ -31,6 +33,10 @@ def state_schemas(spec: PipelineSpec) -> dict[str, str]:
     shape = spec.join.shape
     if shape is Shape.STREAM_STREAM:
         schemas |= {"window_store": store_schema(ltype, rtype), "clock": CLOCK_SCHEMA}
+    elif shape is Shape.TABLE_TABLE:
+        schemas |= {"left_table": side_state_schema(ltype), "right_table": side_state_schema(rtype)}
+    elif shape is Shape.TABLE_TABLE_FK:
+        schemas |= {"left_table": left_state_schema(ltype), "right_table": right_state_schema(rtype)}
     else:
         schemas["table"] = f"key string, rval {rtype}, rts long"
     if spec.aggregate is not None:
@@ -75,6 +81,16 @@ def process_batch(
         ss = join_stream_stream(events, state["window_store"], state["clock"], join)
         new_state |= {"window_store": ss.store, "clock": ss.clock}
         results, dropped = ss.results, ss.late
+    elif join.shape is Shape.TABLE_TABLE:
+        versioned = (spec.left.versioned is not None, spec.right.versioned is not None)
+        tt = join_table_table(events, state["left_table"], state["right_table"], join.kind, versioned=versioned)
+        new_state |= {"left_table": tt.left_state, "right_table": tt.right_state}
+        results = tt.results
+    elif join.shape is Shape.TABLE_TABLE_FK:
+        assert join.foreign_key is not None
+        fk = join_foreign_key(events, state["left_table"], state["right_table"], join.kind, join.foreign_key)
+        new_state |= {"left_table": fk.left_state, "right_table": fk.right_state}
+        results = fk.results
     else:
         raise NotImplementedError(f"shape {join.shape.value!r} is not implemented on Spark yet")
     results = with_joined_value(results, join.joiner)
