@@ -219,27 +219,45 @@ def ensure_topics(admin_config: Mapping[str, Any], plan: TopicPlan, *, timeout: 
             raise ReplicationFactorError(planned.name, planned.replication_factor, brokers)
 
     existing = _describe(admin, bootstrap, plan.names, deadline)
+    _validate(plan, existing)
+
+    missing = [t for t in plan.topics if t.name not in existing]
+    raced = _create(admin, missing, deadline) if missing else set()
+    if raced:  # another client created some of them since we looked: check those as existing topics
+        existing.update(_describe_until_listed(admin, bootstrap, sorted(raced), deadline))
+        _validate(plan, existing)
+    created = [t for t in missing if t.name not in raced]
+    outcomes = []
+    for planned in plan.topics:
+        if planned.name in existing:
+            actual = existing[planned.name]
+            outcomes.append(_outcome(planned, OK, actual, _warnings(planned, actual)))
+        else:
+            outcomes.append(_outcome(planned, CREATED, None, ()))
+    if created:
+        _wait_for_leaders(admin, bootstrap, created, deadline)
+    return ProvisionReport(plan.pipeline, brokers, tuple(outcomes))
+
+
+def _validate(plan: TopicPlan, existing: Mapping[str, TopicState]) -> None:
     _check_copartitioning(plan, existing)
     for planned in plan.topics:
         actual = existing.get(planned.name)
         if actual is not None and planned.compacted and COMPACT not in actual.cleanup_policy.split(","):
             raise TopicConfigError(planned.name, "cleanup.policy", COMPACT, actual.cleanup_policy)
 
-    missing = [t for t in plan.topics if t.name not in existing]
-    raced = _create(admin, missing, deadline) if missing else set()
-    outcomes = []
-    for planned in plan.topics:
-        if planned.name in existing:
-            actual = existing[planned.name]
-            outcomes.append(_outcome(planned, OK, actual, _warnings(planned, actual)))
-        elif planned.name in raced:
-            note = ("created concurrently by another client; not checked against the plan",)
-            outcomes.append(_outcome(planned, OK, None, note))
-        else:
-            outcomes.append(_outcome(planned, CREATED, None, ()))
-    if missing:
-        _wait_for_leaders(admin, bootstrap, missing, deadline)
-    return ProvisionReport(plan.pipeline, brokers, tuple(outcomes))
+
+def _describe_until_listed(
+    admin: AdminClient, bootstrap: str, names: list[str], deadline: _Deadline
+) -> dict[str, TopicState]:
+    """Topics the broker says exist may take a moment to appear in the metadata this client sees."""
+    while True:
+        states = _describe(admin, bootstrap, names, deadline)
+        if len(states) == len(names):
+            return states
+        if deadline.passed:
+            raise KafkaUnavailableError(f"topics {sorted(set(names) - states.keys())} exist but are not listed")
+        time.sleep(0.1)
 
 
 def _outcome(planned: TopicSpec, status: str, actual: TopicState | None, warnings: tuple[str, ...]) -> TopicOutcome:
