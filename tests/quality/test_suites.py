@@ -37,8 +37,12 @@ def test_seed_plan_has_the_defaults_and_the_declared_values(spec: Any, settings:
     assert plan.check("match_rate").kwargs == {"column": MATCHED_LEFT, "min_value": 0.9, "max_value": 1.0}
     assert plan.check("left_records_complete").kwargs == {"column": LEFT_RECORD, "min_value": 200, "max_value": 200}
     assert plan.check("no_duplicate_outputs").kwargs["column_list"] == [
-        "key", "ts", "src_topic", "src_partition", "src_offset",
-    ]  # fmt: skip
+        "key",
+        "ts",
+        "src_topic",
+        "src_partition",
+        "src_offset",
+    ]
     assert plan.check("freshness").kwargs == {"column": "ts_lag_minutes", "max_value": 60.0}
     assert "UNKNOWN" in plan.check("value_region_in_set").kwargs["value_set"]
     assert plan.check("value_clicks_in_range").kwargs == {"column": "value_clicks", "min_value": 0.0}
@@ -55,8 +59,12 @@ def test_completeness_needs_the_left_input_count(spec: Any, settings: Any) -> No
 def test_aggregate_plan(spec: Any, settings: Any) -> None:
     plan = build_check_plan(spec, settings, day=DAY, target=Target.AGGREGATE)
     assert [c.name for c in plan.checks] == [
-        "key_not_null", "ts_in_partition", "freshness", "key_in_set", "value_in_range",
-    ]  # fmt: skip
+        "key_not_null",
+        "ts_in_partition",
+        "freshness",
+        "key_in_set",
+        "value_in_range",
+    ]
     assert plan.left_topic is None and plan.flatten == {}
 
 
@@ -104,21 +112,36 @@ BAD_FILES = [
     ("pipeline: clicks_per_region\nenriched: {freshness: soon}\n", "enriched.freshness", "soon"),
     ("pipeline: clicks_per_region\nenrichd: {}\n", "enrichd", {}),
     ("pipeline: clicks_per_region\nenriched: {values: {value.clicks: {}}}\n", "enriched.values.value.clicks", {}),
-    ("pipeline: clicks_per_region\nenriched: {values: {value.clicks: {min: 5, max: 1}}}\n",
-     "enriched.values.value.clicks", {"min": 5, "max": 1}),
-    ("pipeline: clicks_per_region\nenriched: {severity: {match_rate: fatal}}\n", "enriched.severity.match_rate",
-     "fatal"),
+    (
+        "pipeline: clicks_per_region\nenriched: {values: {value.clicks: {min: 5, max: 1}}}\n",
+        "enriched.values.value.clicks",
+        {"min": 5, "max": 1},
+    ),
+    (
+        "pipeline: clicks_per_region\nenriched: {severity: {match_rate: fatal}}\n",
+        "enriched.severity.match_rate",
+        "fatal",
+    ),
     ("pipeline: other_pipeline\n", "pipeline", "other_pipeline"),
-    ("pipeline: clicks_per_region\nenriched:\n  expectations:\n    - {name: x, type: expect_the_unexpected}\n",
-     "enriched.expectations[0].type", "expect_the_unexpected"),
-    ("pipeline: clicks_per_region\nenriched:\n  expectations:\n"
-     "    - {name: x, type: expect_column_values_to_be_between, kwargs: {column: ts, min_value: 0, mostly: 3}}\n",
-     "enriched.expectations[0].kwargs.mostly", 3),
-    ("pipeline: clicks_per_region\nenriched:\n  expectations:\n    - {name: Bad Name, type: expect_x}\n",
-     "enriched.expectations[0].name", "Bad Name"),
+    (
+        "pipeline: clicks_per_region\nenriched:\n  expectations:\n    - {name: x, type: expect_the_unexpected}\n",
+        "enriched.expectations[0].type",
+        "expect_the_unexpected",
+    ),
+    (
+        "pipeline: clicks_per_region\nenriched:\n  expectations:\n"
+        "    - {name: x, type: expect_column_values_to_be_between, kwargs: {column: ts, min_value: 0, mostly: 3}}\n",
+        "enriched.expectations[0].kwargs.mostly",
+        3,
+    ),
+    (
+        "pipeline: clicks_per_region\nenriched:\n  expectations:\n    - {name: Bad Name, type: expect_x}\n",
+        "enriched.expectations[0].name",
+        "Bad Name",
+    ),
     ("[just, a, list]\n", "", ["just", "a", "list"]),
     ("pipeline: clicks_per_region\nenriched: {match_rate_min: [0.9\n", "", None),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("text", "field", "value"), BAD_FILES, ids=[f or "root" for _, f, _ in BAD_FILES])
@@ -137,9 +160,12 @@ PLAN_ERRORS = [
     ("enriched: {severity: {no_such_check: warning}}", "enriched.severity.no_such_check", "match_rate"),
     ("enriched: {disable: [key_not_null, nope]}", "enriched.disable[1]", "key_not_null"),
     ("aggregate: {values: {matched: {in_set: [true]}}}", "aggregate.values.matched", "key"),
-    ("enriched:\n  expectations:\n    - {name: match_rate, type: expect_column_to_exist, kwargs: {column: key}}",
-     "enriched.expectations[0].name", "not used"),
-]  # fmt: skip
+    (
+        "enriched:\n  expectations:\n    - {name: match_rate, type: expect_column_to_exist, kwargs: {column: key}}",
+        "enriched.expectations[0].name",
+        "not used",
+    ),
+]
 
 
 @pytest.mark.parametrize(("text", "field", "hint"), PLAN_ERRORS, ids=[f for _, f, _ in PLAN_ERRORS])

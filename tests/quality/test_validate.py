@@ -10,7 +10,7 @@ import pytest
 import quality_cases as cases
 from quality_cases import AGGREGATE_SCHEMA, DAY, N_CLICKS, START_MS
 
-from streamjoin.quality.results import CheckResult, read_check_result, write_check_result
+from streamjoin.quality.results import CheckResult, data_docs_file, read_check_result, write_check_result
 from streamjoin.quality.suites import Target, build_check_plan
 
 pytestmark = pytest.mark.spark
@@ -44,8 +44,8 @@ def test_clean_day_passes_with_observed_values_and_data_docs(check: Callable[...
     docs = tmp_path / "docs"
     assert (docs / "index.html").exists() and (docs / "suite.json").exists()
     assert result.data_docs_url and result.data_docs_url.startswith(docs.resolve().as_uri())
-    page = Path(result.data_docs_url.removeprefix("file://"))
-    assert page.exists() and "clicks_per_region.enriched" in page.read_text()
+    page = data_docs_file(result.data_docs_url)
+    assert page is not None and page.exists() and "clicks_per_region.enriched" in page.read_text()
 
 
 DEFECTS = [

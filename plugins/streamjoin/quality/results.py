@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import urllib.parse
+import urllib.request
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -121,6 +123,13 @@ class CheckResult:
     def from_dict(cls, data: dict[str, Any]) -> CheckResult:
         outcomes = [ExpectationOutcome(**e) for e in data.get("expectations", [])]
         return cls(**{**data, "expectations": outcomes})
+
+
+def data_docs_file(url: str | None) -> Path | None:
+    """The local file behind a ``file://`` Data Docs URL (percent-decoded), else None."""
+    if not url or not url.startswith("file://"):
+        return None
+    return Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
 
 
 def _write_atomic(path: Path, text: str) -> None:

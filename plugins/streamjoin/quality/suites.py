@@ -191,12 +191,11 @@ def _location(loc: tuple[int | str, ...]) -> str:
 
 
 def _dig(data: Any, loc: tuple[int | str, ...]) -> Any:
+    """The value at ``loc`` in the raw data, or the deepest value found on the way."""
     for part in loc:
-        if isinstance(data, dict) and part in data:
+        try:
             data = data[part]
-        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
-            data = data[part]
-        else:
+        except (KeyError, IndexError, TypeError):
             return data
     return data
 

@@ -132,7 +132,9 @@ def validate_dataframe(
                 result_format={"result_format": "SUMMARY", "partial_unexpected_count": _SAMPLE},
             )
         )
-        outcome = checkpoint.run(batch_parameters={"dataframe": prepared}, run_id=RunIdentifier(run_name=run_id))
+        outcome = checkpoint.run(
+            batch_parameters={"dataframe": prepared}, run_id=RunIdentifier(run_name=run_slug(run_id))
+        )
     finally:
         prepared.unpersist()
     ((identifier, validation),) = outcome.run_results.items()
