@@ -1,0 +1,1 @@
+"""Small example functions that pipeline specs and the conformance scenarios refer to by dotted path."""
