@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from streamjoin.core.errors import LocalBrokerError
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.localdev.kafka_broker import KafkaBroker, broker_answers
 
@@ -29,7 +30,12 @@ def kafka_broker() -> Iterator[KafkaBroker]:
     if broker.is_running():
         broker.wait_healthy(60)
     elif not broker_answers(broker.bootstrap, timeout=5):
-        started = broker.start(timeout=120)
+        try:
+            started = broker.start(timeout=120)
+        except LocalBrokerError:
+            # Another process (`make broker-start`, a parallel test session) took the port meanwhile.
+            if not broker_answers(broker.bootstrap, timeout=30):
+                raise
     yield broker
     if started and os.environ.get("STREAMJOIN_KEEP_BROKER") != "1":
         broker.stop()
