@@ -67,7 +67,6 @@ def topic_factory(kafka_broker: KafkaBroker) -> Iterator[Callable[[str], str]]:
         print(f"warning: could not delete test topics {names}: {exc}")
 
 
-
 @pytest.fixture
 def fresh_topics(topic_factory: Callable[[str], str]) -> Callable[[str], str]:
     """Another name for :func:`topic_factory`."""

@@ -41,7 +41,7 @@ def test_string_is_utf8(value: str) -> None:
 
 
 def test_json_is_compact_and_round_trips() -> None:
-    serde = Serde(format=Format.JSON, schema={"region": "string", "clicks": "long"})
+    serde = Serde.model_validate({"format": "json", "schema": {"region": "string", "clicks": "long"}})
     assert encode({"region": "EU", "clicks": 3}, serde) == b'{"region":"EU","clicks":3}'
     data = encode({"region": "Zürich", "clicks": 3}, serde)
     assert data is not None and json.loads(data) == {"region": "Zürich", "clicks": 3}
