@@ -26,6 +26,7 @@ def spark() -> Iterator[Any]:
         extra_conf={"spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "false"},
     )
     yield session
+    session.stop()  # end of the test session: no py4j chatter after pytest closes its streams
 
 
 @pytest.fixture(scope="session")
