@@ -16,7 +16,7 @@ def encode(value: Any, fmt: Format) -> bytes | None:
     if fmt is Format.LONG:
         return struct.pack(">q", int(value))  # Java LongSerializer: 8 bytes, big-endian, signed
     if fmt is Format.JSON:
-        return json.dumps(value, separators=(",", ":")).encode()
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
     return str(value).encode()
 
 
