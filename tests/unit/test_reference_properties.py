@@ -1,0 +1,218 @@
+"""Property tests of the reference engine (hypothesis): batch order, order independence, SQL agreement."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streamjoin.core.ordering import processing_order
+from streamjoin.core.records import Emitted, Record, final_tables
+from streamjoin.core.reference import ReferenceEngine
+from streamjoin.core.spec import PipelineSpec, parse_spec
+
+FN = "streamjoin.examples.functions"
+PROPERTY_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+KEYS = ["a", "b", "c"]
+
+
+def spec(shape: str, kind: str, left_role: str, right_role: str, **join: Any) -> PipelineSpec:
+    inputs: dict[str, Any] = {"l": {"topic": "l", "role": left_role}, "r": {"topic": "r", "role": right_role}}
+    versioned = join.pop("versioned", None)
+    if versioned is not None:
+        inputs["r"]["versioned"] = {"history_retention": versioned}
+        if left_role == "table":
+            inputs["l"]["versioned"] = {"history_retention": versioned}
+    aggregate = join.pop("aggregate", None)
+    data: dict[str, Any] = {
+        "name": "prop",
+        "inputs": inputs,
+        "join": {"shape": shape, "kind": kind, "left": "l", "right": "r", **join},
+        "output": {"topic": "out"},
+        "dead_letter_topic": "dlq",
+    }
+    if aggregate is not None:
+        data["aggregate"] = aggregate
+    return parse_spec(data)
+
+
+def number(records: list[Record]) -> list[Record]:
+    """Offsets = position within (topic, partition), as a file read into a batch would have them."""
+    counts: Counter[tuple[str, int]] = Counter()
+    numbered = []
+    for record in records:
+        queue = (record.topic, record.partition)
+        numbered.append(Record(record.topic, record.key, record.value, record.ts, record.partition, counts[queue]))
+        counts[queue] += 1
+    return numbered
+
+
+@st.composite
+def batches(draw: st.DrawFn, tombstones: bool, fk: bool = False, null_keys: bool = False) -> list[Record]:
+    size = draw(st.integers(0, 14))
+    partitioned = draw(st.booleans())  # keys spread over two partitions (two tasks), co-partitioned
+    records = []
+    for index in range(size):
+        topic = draw(st.sampled_from(["l", "r"]))
+        key_choices: list[Any] = ["p", "q"] if fk and topic == "r" else list(KEYS)
+        key = draw(st.sampled_from([*key_choices, None] if null_keys else key_choices))
+        if fk and topic == "l":
+            value: Any = {"product": draw(st.sampled_from(["p", "q", None])), "qty": draw(st.integers(1, 5))}
+        else:
+            value = f"{topic}{index}"
+        if tombstones and draw(st.integers(0, 4)) == 0:
+            value = None
+        partition = KEYS.index(key) % 2 if partitioned and key in KEYS else 0
+        records.append(Record(topic, key, value, draw(st.integers(0, 40)), partition))
+    return number(records)
+
+
+def canonical(rows: list[Emitted]) -> Counter[str]:
+    return Counter(json.dumps(row.as_dict(), sort_keys=True) for row in rows)
+
+
+SPECS_FOR_BATCH_ORDER = [
+    (spec("stream-stream", "outer", "stream", "stream", window={"before": 5, "after": 3}, grace=2), True),
+    (spec("stream-stream", "left", "stream", "stream", window={"before": 0, "after": 6}), True),
+    (spec("stream-table", "left", "stream", "table"), True),
+    (spec("stream-table", "inner", "stream", "table", versioned=20, grace=4), True),
+    (spec("stream-globaltable", "left", "stream", "global_table"), True),
+    (spec("table-table", "outer", "table", "table"), True),
+    (spec("table-table", "left", "table", "table", versioned=10), True),
+]
+
+
+@PROPERTY_SETTINGS
+@given(choice=st.integers(0, len(SPECS_FOR_BATCH_ORDER) - 1), data=st.data())
+def test_replay_batch_is_replay_in_processing_order(choice: int, data: st.DataObject) -> None:
+    pipeline, tombstones = SPECS_FOR_BATCH_ORDER[choice]
+    records = data.draw(batches(tombstones=tombstones, null_keys=True))
+    ordered = processing_order(records, pipeline)
+    assert sorted(ordered, key=lambda r: (r.topic, r.partition, r.offset)) == sorted(
+        records, key=lambda r: (r.topic, r.partition, r.offset)
+    )
+    assert ReferenceEngine(pipeline).replay_batch(records) == ReferenceEngine(pipeline).replay(ordered)
+
+
+@PROPERTY_SETTINGS
+@given(data=st.data())
+def test_processing_order_keeps_each_partition_in_offset_order(data: st.DataObject) -> None:
+    records = data.draw(batches(tombstones=False))
+    ordered = processing_order(records, SPECS_FOR_BATCH_ORDER[2][0])
+    for topic in ("l", "r"):
+        for partition in (0, 1):
+            offsets = [r.offset for r in ordered if (r.topic, r.partition) == (topic, partition)]
+            assert offsets == sorted(offsets)
+
+
+def sql_band_join(records: list[Record], before: int, after: int, kind: str) -> Counter[str]:
+    """What a batch SQL engine says: every in-window pair, plus unmatched rows of the kept sides."""
+    lefts = [r for r in records if r.topic == "l"]
+    rights = [r for r in records if r.topic == "r"]
+    rows = []
+    matched_left, matched_right = set(), set()
+    for i, left in enumerate(lefts):
+        for j, right in enumerate(rights):
+            if left.key == right.key and left.ts - before <= right.ts <= left.ts + after:
+                rows.append(
+                    Emitted("out", left.key, {"left": left.value, "right": right.value}, max(left.ts, right.ts))
+                )
+                matched_left.add(i)
+                matched_right.add(j)
+    if kind in ("left", "outer"):
+        rows += [
+            Emitted("out", r.key, {"left": r.value, "right": None}, r.ts)
+            for i, r in enumerate(lefts)
+            if i not in matched_left
+        ]
+    if kind == "outer":
+        rows += [
+            Emitted("out", r.key, {"left": None, "right": r.value}, r.ts)
+            for j, r in enumerate(rights)
+            if j not in matched_right
+        ]
+    return canonical(rows)
+
+
+@PROPERTY_SETTINGS
+@given(
+    data=st.data(),
+    kind=st.sampled_from(["inner", "left", "outer"]),
+    before=st.integers(0, 8),
+    after=st.integers(0, 8),
+)
+def test_stream_stream_without_late_records_is_the_sql_band_join_in_any_order(
+    data: st.DataObject, kind: str, before: int, after: int
+) -> None:
+    """With a grace that makes no record late, the inner result is independent of processing order; and
+    once a final record has closed every window, left/outer results are the SQL outer band join too."""
+    pipeline = spec("stream-stream", kind, "stream", "stream", window={"before": before, "after": after}, grace=1000)
+    records = [r for r in data.draw(batches(tombstones=False)) if r.partition == 0]
+    shuffled = data.draw(st.permutations(records))
+    tick = Record("l", "tick", "tick", 2000)  # closes every window; its own stays open
+    expected = sql_band_join(records, before, after, kind)
+    for order in (records, shuffled):
+        engine = ReferenceEngine(pipeline)
+        got = engine.replay([*order, tick])
+        assert engine.counters["late_dropped"] == 0
+        assert canonical(got) == expected
+
+
+def latest_per_key(records: list[Record], topic: str, versioned: bool) -> dict[Any, Any]:
+    table: dict[Any, tuple[int, Any]] = {}
+    for record in records:
+        if record.topic != topic:
+            continue
+        if versioned and record.key in table and record.ts < table[record.key][0]:
+            continue
+        table[record.key] = (record.ts, record.value)
+    return {key: value for key, (_, value) in table.items() if value is not None}
+
+
+@PROPERTY_SETTINGS
+@given(data=st.data(), kind=st.sampled_from(["inner", "left", "outer"]), versioned=st.booleans())
+def test_table_table_final_table_is_the_sql_join_of_the_final_inputs(
+    data: st.DataObject, kind: str, versioned: bool
+) -> None:
+    pipeline = spec("table-table", kind, "table", "table", versioned=1000 if versioned else None)
+    records = data.draw(batches(tombstones=True))
+    got = final_tables(ReferenceEngine(pipeline).replay(records)).get("out", {})
+    left, right = latest_per_key(records, "l", versioned), latest_per_key(records, "r", versioned)
+    keys = {"inner": left.keys() & right.keys(), "left": set(left), "outer": left.keys() | right.keys()}[kind]
+    assert got == {key: {"left": left.get(key), "right": right.get(key)} for key in keys}
+
+
+@PROPERTY_SETTINGS
+@given(data=st.data(), kind=st.sampled_from(["inner", "left"]))
+def test_foreign_key_final_table_and_aggregate_follow_the_final_inputs(data: st.DataObject, kind: str) -> None:
+    pipeline = spec(
+        "table-table-fk",
+        kind,
+        "table",
+        "table",
+        foreign_key={"function": f"{FN}:order_product"},
+        aggregate={
+            "group_by": {"function": f"{FN}:product_name_or_none"},
+            "reduce": "sum",
+            "value": {"function": f"{FN}:order_qty"},
+            "output": {"topic": "agg"},
+        },
+    )
+    records = data.draw(batches(tombstones=True, fk=True))
+    tables = final_tables(ReferenceEngine(pipeline).replay(records))
+    orders, products = latest_per_key(records, "l", False), latest_per_key(records, "r", False)
+    joined = {
+        key: {"left": order, "right": products.get(order["product"])}
+        for key, order in orders.items()
+        if kind == "left" or order["product"] in products
+    }
+    assert tables.get("out", {}) == joined
+    totals: Counter[Any] = Counter()
+    for row in joined.values():
+        totals[row["right"] if row["right"] is not None else "none"] += row["left"]["qty"]
+    aggregated = tables.get("agg", {})
+    assert {group: total for group, total in aggregated.items() if total} == {g: t for g, t in totals.items() if t}
+    assert set(totals) <= set(aggregated)
