@@ -20,6 +20,8 @@ from streamjoin.spark.projection import joined_value, key_selector
 from streamjoin.spark.serde import spark_type
 from streamjoin.spark.stream_stream import CLOCK_SCHEMA, join_stream_stream, store_schema
 from streamjoin.spark.stream_table import join_stream_table
+from streamjoin.spark.stream_table_versioned import CLOCK_SCHEMA as VERSIONED_CLOCK_SCHEMA
+from streamjoin.spark.stream_table_versioned import buffer_schema, history_schema, join_stream_table_versioned
 from streamjoin.spark.table_table import join_table_table, side_state_schema
 
 ORDER_STATE_SCHEMA = "topic string, __partition int, max_ts long"
@@ -33,6 +35,12 @@ def state_schemas(spec: PipelineSpec) -> dict[str, str]:
     shape = spec.join.shape
     if shape is Shape.STREAM_STREAM:
         schemas |= {"window_store": store_schema(ltype, rtype), "clock": CLOCK_SCHEMA}
+    elif shape is Shape.STREAM_TABLE and spec.right.versioned is not None:
+        schemas |= {
+            "history": history_schema(rtype),
+            "buffer": buffer_schema(ltype),
+            "clock": VERSIONED_CLOCK_SCHEMA,
+        }
     elif shape is Shape.TABLE_TABLE:
         schemas |= {"left_table": side_state_schema(ltype), "right_table": side_state_schema(rtype)}
     elif shape is Shape.TABLE_TABLE_FK:
@@ -72,7 +80,19 @@ def process_batch(
     join = spec.join
     dropped: DataFrame | None = None
     new_state = {"order": partition_max_ts(events.select("topic", "__partition", "ts"), state["order"])}
-    if join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE):
+    if join.shape is Shape.STREAM_TABLE and spec.right.versioned is not None:
+        vt = join_stream_table_versioned(
+            events,
+            state["history"],
+            state["buffer"],
+            state["clock"],
+            join.kind,
+            grace=join.grace,
+            retention=spec.right.versioned.history_retention,
+        )
+        new_state |= {"history": vt.history, "buffer": vt.buffer, "clock": vt.clock}
+        results = vt.results
+    elif join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE):
         lookup = key_selector(join.key_selector) if join.key_selector is not None else None
         step = join_stream_table(events, state["table"], join.kind, lookup)
         new_state["table"] = step.table_state

@@ -37,7 +37,7 @@ from streamjoin.spark.events import ORDER
 from streamjoin.spark.projection import selector
 from streamjoin.spark.table_table import result_rows
 
-SOURCE = ["ts", "topic", "__partition", "__offset", "__task", *ORDER]
+SOURCE = list(dict.fromkeys(["ts", "topic", "__partition", "__offset", "__task", *ORDER]))
 
 
 def left_state_schema(value_type: str) -> str:
