@@ -93,28 +93,24 @@ class TableState:
         self.versions[hkey] = kept
 
     def lookup(self, key: Any, as_of: int | None = None) -> tuple[bool, Any, int]:
-        """``(found, value, ts)``: the latest value (plain), or the value as of ``as_of`` (versioned)."""
+        """``(found, value, ts)``: the latest value (plain table, or ``as_of`` None), else the value as of
+        ``as_of`` (versioned: see the module docstring for lookups older than the history)."""
         hkey = hashable(key)
-        if self.history_retention is None or as_of is None:
-            if self.history_retention is not None:
-                history = self.versions.get(hkey)
-                if history and history[-1].value is not None:
-                    return True, history[-1].value, history[-1].ts
-                return False, None, 0
+        if self.history_retention is None:
             if hkey in self.latest:
                 value, ts = self.latest[hkey]
                 return True, value, ts
             return False, None, 0
         history = self.versions.get(hkey, [])
-        assert self.table_time is not None or not history
-        if history and self.table_time is not None and as_of < self.table_time - self.history_retention:
-            candidates = history[-1:]  # outside history retention: only the latest version never expires
-        else:
+        if as_of is None:
             candidates = history
-        found = [version for version in candidates if version.ts <= as_of]
-        if not found or found[-1].value is None:
+        elif self.table_time is not None and as_of < self.table_time - self.history_retention:
+            candidates = [v for v in history[-1:] if v.ts <= as_of]  # only the latest version never expires
+        else:
+            candidates = [v for v in history if v.ts <= as_of]
+        if not candidates or candidates[-1].value is None:
             return False, None, 0
-        return True, found[-1].value, found[-1].ts
+        return True, candidates[-1].value, candidates[-1].ts
 
 
 @dataclass
