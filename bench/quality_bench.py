@@ -4,7 +4,7 @@
 
 Writes the day as Parquet (like the join job), then runs the same path as DataQualityOperator: read the
 partition, add the check columns, validate every check of the plan through a GX Checkpoint with Data
-Docs. Prints the phases and rows/s; appends a JSON line to bench/results.jsonl. Not run by the tests.
+Docs. Prints the phases and rows/s; appends a JSON line to bench/quality_results.jsonl. Not run by the tests.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         f"({record['rows_per_s']} rows/s); warm: {record['validate_warm_s']} s ({record['rows_per_s_warm']} rows/s)"
     )
     print(f"result: {result.summary()} {failed or ''}")
-    with (HOME / "bench" / "results.jsonl").open("a") as out:
+    with (HOME / "bench" / "quality_results.jsonl").open("a") as out:
         out.write(json.dumps(record) + "\n")
     return 0 if result.success else 1
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -26,7 +27,8 @@ def spark() -> Iterator[Any]:
         extra_conf={"spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "false"},
     )
     yield session
-    session.stop()  # end of the test session: no py4j chatter after pytest closes its streams
+    session.stop()
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # no 'closing connection' logs after pytest exits
 
 
 @pytest.fixture(scope="session")

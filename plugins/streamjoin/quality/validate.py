@@ -10,9 +10,11 @@ Imports GX and pyspark: only operators' ``execute`` and tests import this module
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +30,16 @@ from great_expectations.data_context.types.base import (
 from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 from great_expectations.expectations.metadata_types import FailureSeverity
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from streamjoin.quality.results import CheckResult, ExpectationOutcome
+from streamjoin.quality.results import (
+    CheckResult,
+    ExpectationOutcome,
+    quarantine,
+    release_quarantine,
+    write_check_result,
+)
 from streamjoin.quality.suites import LEFT_RECORD, MATCHED_LEFT, TS_LAG_MINUTES, CheckPlan, Severity
 
 log = logging.getLogger(__name__)
@@ -150,6 +158,34 @@ def validate_dataframe(
         suite_file=plan.suite_file,
         data_docs_url=_docs_url(context, identifier, docs),
     )
+
+
+def check_partition(
+    spark: SparkSession,
+    plan: CheckPlan,
+    partition: str | Path,
+    *,
+    docs_dir: str | Path,
+    run_id: str,
+    docs_url: Callable[[str], str] | None = None,
+) -> CheckResult:
+    """Validate a day partition and record the verdict in it: ``_CHECK_RESULT.json`` always, ``_QUARANTINED``
+    when a blocking check failed (a passing run removes an old marker).
+
+    :param docs_url: maps the local Data Docs URL to the one people can open (alerts, status page)
+    """
+    partition = Path(partition)
+    result = validate_dataframe(
+        spark.read.parquet(str(partition)), plan, docs_dir=docs_dir, run_id=run_id, partition_path=str(partition)
+    )
+    if docs_url is not None and result.data_docs_url:
+        result = dataclasses.replace(result, data_docs_url=docs_url(result.data_docs_url))
+    write_check_result(result, partition)
+    if result.success:
+        release_quarantine(partition)
+    else:
+        quarantine(partition, result)
+    return result
 
 
 def _outcomes(plan: CheckPlan, validation: dict[str, Any]) -> list[ExpectationOutcome]:

@@ -6,7 +6,6 @@ succeeds, so a quarantined day never reaches consumers scheduled on the asset.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
@@ -18,7 +17,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from streamjoin.airflow.notifiers import quality_notifiers
 from streamjoin.core.plans import resolve
 from streamjoin.core.spec import load_spec
-from streamjoin.quality.results import CheckResult, quarantine, release_quarantine, write_check_result
+from streamjoin.quality.results import RESULT_FILE, CheckResult
 from streamjoin.quality.suites import Target, build_check_plan, default_suite_path, load_settings
 
 
@@ -57,6 +56,7 @@ class DataQualityOperator(BaseOperator):
     :param spark_conn_id: Spark connection giving the master for the in-task session (``local[*]``,
         ``spark://host:port``)
     :param spark_master: overrides the connection (tests, local tools) (templated)
+    :param spark_conf: extra Spark settings of the in-task session (memory, UI, shuffle partitions)
     """
 
     template_fields: Sequence[str] = (
@@ -90,6 +90,7 @@ class DataQualityOperator(BaseOperator):
         webhook_endpoint: str | None = None,
         spark_conn_id: str = "spark_default",
         spark_master: str | None = None,
+        spark_conf: dict[str, str] | None = None,
         **kwargs: Any,
     ) -> None:
         notifiers = quality_notifiers(
@@ -114,6 +115,7 @@ class DataQualityOperator(BaseOperator):
         self.suite_path = suite_path
         self.spark_conn_id = spark_conn_id
         self.spark_master = spark_master
+        self.spark_conf = spark_conf or {}
         self._spark: Any = None
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -134,21 +136,21 @@ class DataQualityOperator(BaseOperator):
             # not a quality verdict: the job may still be writing; a retry can help
             raise FileNotFoundError(f"partition {partition} does not exist: has the join job written {day}?")
 
-        from streamjoin.quality.validate import run_slug, validate_dataframe  # GX and pyspark: only here
+        from streamjoin.quality.validate import check_partition, run_slug  # GX and pyspark: only here
 
-        run_id = str(context.get("run_id") or "manual")
         ti = context.get("ti")
-        run_name = f"{run_id}-try{getattr(ti, 'try_number', 0)}"
+        run_name = f"{context.get('run_id') or 'manual'}-try{getattr(ti, 'try_number', 0)}"
         docs_root = resolve(self.data_docs_dir)
-        docs_dir = docs_root / spec.name / plan.target.value / day.isoformat() / run_slug(run_name)
+        base_url = self.data_docs_base_url
         self.log.info("validating %s (%d checks from %s)", partition, len(plan.checks), suite_file)
-        df = self._session().read.parquet(str(partition))
-        result = validate_dataframe(df, plan, docs_dir=docs_dir, run_id=run_name, partition_path=str(partition))
-        if self.data_docs_base_url and result.data_docs_url:
-            result = dataclasses.replace(
-                result, data_docs_url=_served(result.data_docs_url, docs_root, self.data_docs_base_url)
-            )
-        result_file = write_check_result(result, partition)
+        result = check_partition(
+            self._session(),
+            plan,
+            partition,
+            docs_dir=docs_root / spec.name / plan.target.value / day.isoformat() / run_slug(run_name),
+            run_id=run_name,
+            docs_url=(lambda url: _served(url, docs_root, base_url)) if base_url else None,
+        )
         for outcome in result.failed:
             level = "error" if outcome.blocking else "warning"
             getattr(self.log, level)(
@@ -156,15 +158,11 @@ class DataQualityOperator(BaseOperator):
             )
         self.log.info("%s; Data Docs: %s", result.summary(), result.data_docs_url)
         if not result.success:
-            marker = quarantine(partition, result)
-            self.log.error("quarantined: %s", marker)
-            raise QualityCheckFailed(result)
-        if release_quarantine(partition):
-            self.log.info("released the quarantine of %s: this run passed", partition)
+            raise QualityCheckFailed(result)  # the partition is quarantined; the outlet is not updated
         return {
             "success": True,
             "warnings": result.warnings,
-            "result_file": str(result_file),
+            "result_file": str(partition / RESULT_FILE),
             "data_docs_url": result.data_docs_url,
         }
 
@@ -172,7 +170,9 @@ class DataQualityOperator(BaseOperator):
         from streamjoin.spark.session import build_session
 
         master = self.spark_master or _master_from_connection(self.spark_conn_id)
-        self._spark = build_session(f"streamjoin-quality-{self.task_id}", master=master, with_kafka=False)
+        self._spark = build_session(
+            f"streamjoin-quality-{self.task_id}", master=master, with_kafka=False, extra_conf=self.spark_conf
+        )
         return self._spark
 
     def on_kill(self) -> None:
