@@ -22,9 +22,12 @@ from streamjoin.spark.stream_stream import CLOCK_SCHEMA, join_stream_stream, sto
 from streamjoin.spark.stream_table import join_stream_table
 from streamjoin.spark.stream_table_versioned import CLOCK_SCHEMA as VERSIONED_CLOCK_SCHEMA
 from streamjoin.spark.stream_table_versioned import buffer_schema, history_schema, join_stream_table_versioned
+from streamjoin.spark.table_aggregate import PREVIOUS_SCHEMA, aggregate_table
 from streamjoin.spark.table_table import join_table_table, side_state_schema
 
 ORDER_STATE_SCHEMA = "topic string, __partition int, max_ts long"
+#: shapes whose results are a table (updates replace earlier results per key): aggregated with subtraction
+TABLE_SHAPES = (Shape.TABLE_TABLE, Shape.TABLE_TABLE_FK)
 
 
 def state_schemas(spec: PipelineSpec) -> dict[str, str]:
@@ -49,6 +52,8 @@ def state_schemas(spec: PipelineSpec) -> dict[str, str]:
         schemas["table"] = f"key string, rval {rtype}, rts long"
     if spec.aggregate is not None:
         schemas["agg"] = AGG_STATE_SCHEMA
+        if shape in TABLE_SHAPES:
+            schemas["agg_previous"] = PREVIOUS_SCHEMA
     return schemas
 
 
@@ -116,7 +121,14 @@ def process_batch(
     results = with_joined_value(results, join.joiner)
     dead_letters = decoded.dead_letters
     aggregates = None
-    if spec.aggregate is not None:
+    if spec.aggregate is not None and join.shape in TABLE_SHAPES:
+        table_agg = aggregate_table(results, state["agg"], state["agg_previous"], spec.aggregate)
+        aggregates = table_agg.rows
+        new_state |= {"agg": table_agg.state, "agg_previous": table_agg.previous}
+        dead_letters = dead_letters.unionByName(
+            _null_group_letters(table_agg.null_groups, spec), allowMissingColumns=True
+        )
+    elif spec.aggregate is not None:
         agg = aggregate_stream(results, state["agg"], spec.aggregate)
         aggregates = agg.rows
         new_state["agg"] = agg.state
