@@ -12,12 +12,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from streamjoin.core.spec import Joiner, PipelineSpec, Shape
+from streamjoin.core.spec import Format, Joiner, PipelineSpec, Shape
 from streamjoin.spark.aggregate import AGG_STATE_SCHEMA, aggregate_stream
 from streamjoin.spark.events import decode_events, partition_max_ts, with_batch_order, with_file_order
 from streamjoin.spark.foreign_key import join_foreign_key, left_state_schema, right_state_schema
 from streamjoin.spark.projection import joined_value, key_selector
 from streamjoin.spark.serde import spark_type
+from streamjoin.spark.sinks import encode_value
 from streamjoin.spark.stream_stream import CLOCK_SCHEMA, join_stream_stream, store_schema
 from streamjoin.spark.stream_table import join_stream_table
 from streamjoin.spark.stream_table_versioned import CLOCK_SCHEMA as VERSIONED_CLOCK_SCHEMA
@@ -113,7 +114,10 @@ def process_batch(
         results = tt.results
     elif join.shape is Shape.TABLE_TABLE_FK:
         assert join.foreign_key is not None
-        fk = join_foreign_key(events, state["left_table"], state["right_table"], join.kind, join.foreign_key)
+        versioned = (spec.left.versioned is not None, spec.right.versioned is not None)
+        fk = join_foreign_key(
+            events, state["left_table"], state["right_table"], join.kind, join.foreign_key, versioned=versioned
+        )
         new_state |= {"left_table": fk.left_state, "right_table": fk.right_state}
         results = fk.results
     else:
@@ -125,9 +129,7 @@ def process_batch(
         table_agg = aggregate_table(results, state["agg"], state["agg_previous"], spec.aggregate)
         aggregates = table_agg.rows
         new_state |= {"agg": table_agg.state, "agg_previous": table_agg.previous}
-        dead_letters = dead_letters.unionByName(
-            _null_group_letters(table_agg.null_groups, spec), allowMissingColumns=True
-        )
+        dead_letters = dead_letters.unionByName(_result_letters(table_agg.null_groups, spec))
     elif spec.aggregate is not None:
         agg = aggregate_stream(results, state["agg"], spec.aggregate)
         aggregates = agg.rows
@@ -152,6 +154,21 @@ def with_joined_value(results: DataFrame, joiner: Joiner) -> DataFrame:
     value_type = values.schema["value"].dataType
     tombstones = results.filter(F.col("tomb_out")).withColumn("value", F.lit(None).cast(value_type))
     return values.unionByName(tombstones)
+
+
+def _result_letters(rejected: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """Dead letters for join results the aggregation rejects (``reason`` null-group/null-amount): the
+    result's key and JSON value, from the join's output topic."""
+    value_type = rejected.schema["value"].dataType
+    return rejected.select(
+        F.col("key").cast("binary").alias("key"),
+        encode_value(F.col("value"), value_type, Format.JSON).alias("value"),
+        F.lit(spec.output.topic or "<join>").alias("topic"),
+        F.col("__partition").alias("partition"),
+        F.col("__offset").alias("offset"),
+        F.col("ts"),
+        F.col("reason"),
+    )
 
 
 def _null_group_letters(null_groups: DataFrame, spec: PipelineSpec) -> DataFrame:

@@ -15,8 +15,9 @@ t7       o2: null                                o2: tombstone (a result exists)
 =======  =====================  ===============  =============================================
 
 Output ts is always the triggering record's. A left update looks up its foreign key's current right
-value; a right update fans out to every left key currently pointing at it, in key order. "A result
-exists" means the key's last output was not a tombstone.
+value; a right update fans out to every left key currently pointing at it, in key order (a delete of a
+foreign key the right table does not hold is a no-op). "A result exists" means the key's last output was
+not a tombstone. A versioned side ignores updates older than that key's latest (tombstones count).
 
 Vectorised: right values as of each left update come from one window per foreign key; the left keys
 pointing at a foreign key when a right update arrives come from an equi-join on the foreign key with the
@@ -41,12 +42,33 @@ SOURCE = list(dict.fromkeys(["ts", "topic", "__partition", "__offset", "__task",
 
 
 def left_state_schema(value_type: str) -> str:
-    """DDL of the left table: value, foreign key and whether the key's last output was a result."""
-    return f"key string, lval {value_type}, fk string, has_result boolean"
+    """DDL of the left table: value, foreign key, whether the key's last output was a result, and the
+    update's ts; ``deleted`` rows only for a versioned input (their ts still rejects older updates)."""
+    return f"key string, lval {value_type}, fk string, has_result boolean, ts long, deleted boolean"
 
 
 def right_state_schema(value_type: str) -> str:
-    return f"key string, rval {value_type}"
+    """DDL of the right table (``deleted`` rows only for a versioned input)."""
+    return f"key string, rval {value_type}, ts long, deleted boolean"
+
+
+def keep_applied(updates: DataFrame, state: DataFrame) -> DataFrame:
+    """The updates of a versioned table that are applied: not older than the key's latest (carried or
+    earlier in the batch). A skipped update is older than the running max, so it never raises it."""
+    before = Window.partitionBy("key").orderBy("__at").rowsBetween(Window.unboundedPreceding, -1)
+    carried = state.select("key", F.col("ts").alias("__latest"))
+    latest = F.greatest(F.max("ts").over(before), F.col("__latest"))
+    applied = updates.join(carried, "key", "left").withColumn("__ok", latest.isNull() | (F.col("ts") >= latest))
+    return applied.filter("__ok").drop("__ok", "__latest")
+
+
+def effective_rights(rights: DataFrame, right_state: DataFrame) -> DataFrame:
+    """Drop deletes of a foreign key the right table does not hold at that moment (no-ops)."""
+    before = Window.partitionBy("key").orderBy("__at").rowsBetween(Window.unboundedPreceding, -1)
+    carried = right_state.select("key", (~F.col("deleted")).alias("__carried"))
+    held = F.coalesce(F.last(~F.col("tomb")).over(before), F.col("__carried"))
+    with_held = rights.join(carried, "key", "left").withColumn("__held", F.coalesce(held, F.lit(False)))
+    return with_held.filter(~F.col("tomb") | F.col("__held")).drop("__carried", "__held")
 
 
 @dataclass(frozen=True)
@@ -69,7 +91,8 @@ def _right_as_of(lefts: DataFrame, rights: DataFrame, right_state: DataFrame) ->
     marks = rights.select(F.col("key").alias("fk"), "__at", mark.alias("__mark"))
     by_fk = Window.partitionBy("fk").orderBy("__at").rowsBetween(Window.unboundedPreceding, 0)
     carried = right_state.select(
-        F.col("key").alias("fk"), F.struct(F.col("rval").alias("value"), F.lit(True).alias("present")).alias("__c")
+        F.col("key").alias("fk"),
+        F.struct(F.col("rval").alias("value"), (~F.col("deleted")).alias("present")).alias("__c"),
     )
     seen = (
         probes.unionByName(marks, allowMissingColumns=True)
@@ -85,8 +108,10 @@ def _fan_out(lefts: DataFrame, rights: DataFrame, left_state: DataFrame) -> tupl
     """One event per (right update, left key pointing at its foreign key at that moment), plus
     ``__holds``: each left key's latest value, foreign key and whether it is deleted."""
     before_batch = F.lit(None).cast(lefts.schema["__at"].dataType)
-    carried = left_state.select("key", "lval", "fk", F.lit(False).alias("tomb"), before_batch.alias("__at"))
-    history = carried.unionByName(lefts.select("key", "lval", "fk", "tomb", "__at"))
+    carried = left_state.select(
+        "key", "lval", "fk", "ts", F.col("deleted").alias("tomb"), "has_result", before_batch.alias("__at")
+    )
+    history = carried.unionByName(lefts.select("key", "lval", "fk", "ts", "tomb", "__at"), allowMissingColumns=True)
     per_key = Window.partitionBy("key").orderBy(F.col("__at").asc_nulls_first())
     history = history.withColumn("__next", F.lead("__at").over(per_key))
     h, r = history.alias("h"), rights.alias("r")
@@ -109,11 +134,18 @@ def _fan_out(lefts: DataFrame, rights: DataFrame, left_state: DataFrame) -> tupl
 
 
 def join_foreign_key(
-    events: DataFrame, left_state: DataFrame, right_state: DataFrame, kind: Kind, foreign_key: Projection
+    events: DataFrame,
+    left_state: DataFrame,
+    right_state: DataFrame,
+    kind: Kind,
+    foreign_key: Projection,
+    *,
+    versioned: tuple[bool, bool] = (False, False),
 ) -> ForeignKeyStep:
     """Join the batch's left (L) table updates to the right (R) table by ``foreign_key(key, value)``.
 
     :param left_state: :func:`left_state_schema` rows carried from earlier batches.
+    :param versioned: whether the left and right inputs are versioned (older updates are ignored).
     """
     fk = selector(foreign_key, T.StringType())
     lefts = (
@@ -124,6 +156,11 @@ def join_foreign_key(
         .withColumn("__at", _at())
     )
     rights = events.filter(F.col("side") == "R").withColumn("__at", _at())
+    if versioned[0]:
+        lefts = keep_applied(lefts, left_state)
+    if versioned[1]:
+        rights = keep_applied(rights, right_state)
+    rights = effective_rights(rights, right_state)
     looked_up = _right_as_of(lefts, rights, right_state)
     rv_present = F.coalesce(F.col("__rv.present"), F.lit(False))
     left_events = looked_up.select(
@@ -159,15 +196,23 @@ def join_foreign_key(
         F.col("__sub"),
     )
     # every left update is an event: the keys with events are all the keys the batch changed
-    last_event = timeline.groupBy("key").agg(F.max_by("__after", "__at").alias("has_result"))
+    last_event = timeline.groupBy("key").agg(F.max_by("__after", "__at").alias("__has"))
     updated = (
-        history.filter(F.col("__next").isNull() & ~F.col("tomb"))
+        history.filter(F.col("__next").isNull() & (~F.col("tomb") | F.lit(versioned[0])))
         .join(last_event, "key")
-        .select("key", "lval", "fk", "has_result")
+        .select(
+            "key",
+            "lval",
+            "fk",
+            (F.col("__has") & ~F.col("tomb")).alias("has_result"),
+            "ts",
+            F.col("tomb").alias("deleted"),
+        )
     )
     new_left = left_state.join(last_event.select("key"), "key", "left_anti").unionByName(updated)
-    last_right = rights.groupBy("key").agg(F.max_by(F.struct("rval", "tomb"), "__at").alias("u"))
-    new_right = right_state.join(last_right.select("key"), "key", "left_anti").unionByName(
-        last_right.filter(~F.col("u.tomb")).select("key", "u.rval")
-    )
+    last_right = rights.groupBy("key").agg(F.max_by(F.struct("rval", "ts", "tomb"), "__at").alias("u"))
+    fresh_right = last_right.select("key", "u.rval", "u.ts", F.col("u.tomb").alias("deleted"))
+    if not versioned[1]:
+        fresh_right = fresh_right.filter(~F.col("deleted"))
+    new_right = right_state.join(last_right.select("key"), "key", "left_anti").unionByName(fresh_right)
     return ForeignKeyStep(results=results, left_state=new_left, right_state=new_right)

@@ -14,9 +14,10 @@ t=12     A: z                              A: (z, red), ts 12 (12 < 22 - 5: join
 =======  ===============  ===============  ===================================================
 
 * Every table update is a version at its ts. A lookup as of ``t`` finds the version with the largest
-  ts ``<= t`` (equal ts: the later processed). The table's stream time is the max ts of its updates; an
-  update older than ``table stream time - history_retention`` is dropped, and a lookup older than that
-  only sees the latest version (when it is not newer than ``t``), as Kafka Streams' versioned stores do.
+  ts ``<= t`` (equal ts: the later processed). The table's stream time is the max ts of its updates; a
+  lookup older than ``table stream time - history_retention`` only sees the key's latest version (when
+  it is not newer than ``t``), as Kafka Streams' versioned stores do. Unlike Kafka Streams, an update
+  older than the history is still stored (docs/SEMANTICS.md, section 4).
 * Grace: the buffer's stream time is the max ts of stream records only. A stream record older than
   ``buffer time - grace`` is joined at once; else it is buffered, and after each stream record every
   buffered record with ``ts <= buffer time - grace`` is released in (ts, arrival) order and joined as of
@@ -121,7 +122,7 @@ def join_stream_table_versioned(
     """
     rows = with_clocks(events, clock)
     table = rows.filter(F.col("side") == "R")
-    fresh_versions = table.filter(F.col("ts") >= F.col("__tst") - retention).select(
+    fresh_versions = table.select(
         "key", "rval", F.col("ts").alias("vts"), F.col("tomb").alias("deleted"), F.col("__seq").alias("seq"), "__task"
     )
     versions = history.unionByName(fresh_versions)
@@ -190,8 +191,9 @@ def join_stream_table_versioned(
 
 
 def prune_history(versions: DataFrame, clock: DataFrame, retention: int) -> DataFrame:
-    """Keep one version per (key, ts) (the later processed) and drop versions that ended before the
-    history retention: no lookup can find them any more. The latest version of a key is always kept."""
+    """Keep one version per (key, ts) (the later processed) and drop versions whose successor is at or
+    before ``table time - history_retention``: no lookup can find them any more. The latest version of a
+    key is always kept."""
     newest_first = Window.partitionBy("key", "vts").orderBy(F.col("seq").desc())
     by_ts = Window.partitionBy("key").orderBy("vts")
     return (
@@ -199,6 +201,6 @@ def prune_history(versions: DataFrame, clock: DataFrame, retention: int) -> Data
         .filter(F.col("__n") == 1)
         .withColumn("__valid_to", F.lead("vts").over(by_ts))
         .join(F.broadcast(clock.select("__task", "table_time")), "__task", "left")
-        .filter(F.col("__valid_to").isNull() | (F.col("__valid_to") >= F.col("table_time") - retention))
+        .filter(F.col("__valid_to").isNull() | (F.col("__valid_to") > F.col("table_time") - retention))
         .select(*HISTORY_COLUMNS)
     )

@@ -15,7 +15,8 @@ t4       o2: tombstone            pen: 0 (a tombstone only subtracts)
 Each result key's previous value is kept. A result first subtracts the previous value from its old
 group (emitting that group's new total), then adds the new value to its new group (emitting again),
 even when both groups are the same. ``count`` counts rows, ``sum`` adds ``value``. An output's ts is
-the largest ts the group has seen.
+the largest ts the group has seen. A result whose group (or, for ``sum``, amount) is null is a dead
+letter (``null-group``/``null-amount``) and, like a tombstone, only subtracts.
 
 Vectorised: a window per result key gives each result the previous value (or the carried one); the
 subtractions and additions become signed rows whose running sum per group, continued from the carried
@@ -41,6 +42,7 @@ PREVIOUS_SCHEMA = "key string, `group` string, amount long"
 @dataclass(frozen=True)
 class TableAggregateStep:
     rows: DataFrame  # key (group), value (total), ts, ORDER, __sub
+    #: dead-lettered join results: key, value, ts, reason, __partition, __offset
     null_groups: DataFrame
     state: DataFrame
     previous: DataFrame
@@ -55,9 +57,11 @@ def aggregate_table(results: DataFrame, state: DataFrame, previous: DataFrame, a
     amount = F.lit(1).cast("long") if agg.reduce is Reduce.COUNT else selector(agg.value, T.LongType())  # type: ignore[arg-type]
     live = ~F.col("tomb_out")
     coordinates = [c for c in ("__partition", "__offset") if c not in ORDER]
+    group = selector(agg.group_by, T.StringType())
     staged = results.select(
         "key",
-        F.when(live, selector(agg.group_by, T.StringType())).alias("group"),
+        "value",
+        F.when(live, group).alias("group"),
         F.when(live, amount).alias("amount"),
         "tomb_out",
         "ts",
@@ -65,12 +69,17 @@ def aggregate_table(results: DataFrame, state: DataFrame, previous: DataFrame, a
         *coordinates,
         *ORDER,
     )
-    null_groups = staged.filter(live & F.col("group").isNull())
+    reason = F.when(F.col("group").isNull(), F.lit("null-group")).when(F.col("amount").isNull(), F.lit("null-amount"))
+    staged = staged.withColumn("reason", F.when(live, reason))
+    # a dead-lettered result removes the key's previous contribution, like a tombstone
+    null_groups = staged.filter(F.col("reason").isNotNull()).select(
+        "key", "value", "ts", "reason", "__partition", "__offset"
+    )
     per_key = Window.partitionBy("key").orderBy(*ORDER, "__sub")
     counted = F.struct("group", "amount")
     carried = previous.select("key", F.struct("group", "amount").alias("__carried"))
     with_old = (
-        staged.withColumn("__now", F.when(live & F.col("group").isNotNull(), counted))
+        staged.withColumn("__now", F.when(live & F.col("reason").isNull(), counted))
         .join(carried, "key", "left")
         .withColumn("__first", F.row_number().over(per_key) == 1)
         .withColumn("__old", F.when(F.col("__first"), F.col("__carried")).otherwise(F.lag("__now").over(per_key)))
