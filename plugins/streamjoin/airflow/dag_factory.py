@@ -107,10 +107,12 @@ def report_totals(spec_path: str) -> dict[str, Any]:
     sink = spec.aggregate.output
     totals: dict[str, Any] = {}
     for record in consume_all(StreamJoinKafkaHook(KAFKA_CONN_ID).bootstrap_servers(), sink.topic, timeout=30):
-        totals[record.key.decode()] = decode(record.value, sink.value_format)
+        if record.key is not None:
+            totals[record.key.decode()] = decode(record.value, sink.value_format)
     width = max((len(k) for k in totals), default=6)
     lines = [f"{region:<{width}}  {total:>8}" for region, total in sorted(totals.items())]
-    print("clicks per region (from topic %s):\n%s" % (sink.topic, "\n".join(lines)), flush=True)
+    body = "\n".join(lines)
+    print(f"clicks per region (from topic {sink.topic}):\n{body}", flush=True)
     files = resolve(sink.files.path) if sink.files else None
     return {"totals": totals, "topic": sink.topic, "files": str(files) if files else None}
 

@@ -184,6 +184,9 @@ class Reduce(StrEnum):
 
 
 class FileSink(_Model):
+    """Files under ``path``: the stream writes ``stream/batch_id=N/date=D/``; day partitions that
+    reprocessing publishes live in ``daily/date=D/``."""
+
     path: str
     format: str = Field(default="parquet", pattern="^(parquet|json)$")
 
@@ -194,12 +197,18 @@ class Sink(_Model):
     files: FileSink | None = None
 
 
+class Emit(StrEnum):
+    EVERY_CHANGE = "every_change"  # one changelog update per input record
+    PER_BATCH = "per_batch"  # the latest value per group once per micro-batch (like Kafka Streams' cache)
+
+
 class Aggregate(_Model):
     """Re-key the join result and reduce it into a changelog table (seed 000's clicks per region)."""
 
     group_by: Projection
     reduce: Reduce
     value: Projection | None = None
+    emit: Emit = Emit.EVERY_CHANGE
     output: Sink
 
     @model_validator(mode="after")
@@ -220,6 +229,12 @@ class Trigger(_Model):
     max_offsets_per_trigger: Annotated[int, Field(ge=1)] | None = None
 
 
+class Quality(_Model):
+    """Where the pipeline's expectation suite lives (see streamjoin.quality.suites)."""
+
+    suite: str
+
+
 class PipelineSpec(_Model):
     """One join pipeline: inputs, the join, an optional aggregation, outputs and the dead-letter topic."""
 
@@ -232,6 +247,7 @@ class PipelineSpec(_Model):
     aggregate: Aggregate | None = None
     dead_letter_topic: TopicName
     trigger: Trigger = Trigger()
+    quality: Quality | None = None
 
     @property
     def left(self) -> Input:

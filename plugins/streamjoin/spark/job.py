@@ -71,30 +71,36 @@ class BatchWriter:
         self._report(batch_id, counts, time.monotonic() - started)
 
     def _write(self, out: BatchOutput, batch_id: int) -> dict[str, int]:
-        spec, bootstrap = self.spec, self.settings.bootstrap
+        """All Kafka-bound rows (join results, aggregate updates, dead letters) go out in one write."""
+        spec = self.spec
         results = out.results.persist()
-        counts: dict[str, int] = {}
+        to_kafka: list[DataFrame] = []
         if spec.output.topic:
             keeps_order = spec.join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE)
-            write_kafka(kafka_rows(results, spec.output, spec.output.topic, sort=not keeps_order), bootstrap)
+            to_kafka.append(kafka_rows(results, spec.output, spec.output.topic, sort=not keeps_order))
         if spec.output.files:
             write_files(
                 file_rows(results), self.settings.path(spec.output.files.path), spec.output.files.format, batch_id
             )
+        aggregates = None
         if spec.aggregate is not None and out.aggregates is not None:
             aggregates = out.aggregates.persist()
             sink = spec.aggregate.output
             if sink.topic:
-                write_kafka(kafka_rows(aggregates, sink, sink.topic), bootstrap)
+                to_kafka.append(kafka_rows(aggregates, sink, sink.topic))
             if sink.files:
                 write_files(file_rows(aggregates), self.settings.path(sink.files.path), sink.files.format, batch_id)
+        dead = out.dead_letters.persist()
+        to_kafka.append(dead_letter_rows(dead, spec.dead_letter_topic))
+        rows = to_kafka[0]
+        for frame in to_kafka[1:]:
+            rows = rows.unionByName(frame)
+        write_kafka(rows, self.settings.bootstrap)
+        # counts of persisted frames: no recomputation (an Observation on the Kafka write never completes)
+        counts = {"join_results": results.count(), "dead_lettered": dead.count()}
+        if aggregates is not None:
             counts["aggregate_updates"] = aggregates.count()
             aggregates.unpersist()
-        dead = out.dead_letters.persist()
-        counts["dead_lettered"] = dead.count()
-        if counts["dead_lettered"]:
-            write_kafka(dead_letter_rows(dead, spec.dead_letter_topic), bootstrap)
-        counts["join_results"] = results.count()
         dead.unpersist()
         results.unpersist()
         return counts

@@ -86,9 +86,10 @@ def file_rows(results: DataFrame) -> DataFrame:
 
 
 def write_files(rows: DataFrame, path: str, fmt: str, batch_id: int) -> None:
-    """Write one batch under ``path/batch_id=N/date=D/``: a replayed batch overwrites its own files."""
+    """Write one micro-batch under ``path/stream/batch_id=N/date=D/``: a replayed batch overwrites its own
+    files. (Published day partitions, ``path/daily/date=D/``, are written by reprocessing.)"""
     writer = rows.write.mode("overwrite").partitionBy("date")
-    target = f"{path.rstrip('/')}/batch_id={batch_id}"
+    target = f"{path.rstrip('/')}/stream/batch_id={batch_id}"
     if fmt == "json":
         writer.json(target)
     else:
