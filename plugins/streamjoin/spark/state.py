@@ -2,7 +2,9 @@
 
 Batch ``n`` reads the newest committed version older than ``n`` and writes version ``n``. A batch that
 Spark replays after a crash (same id) therefore starts from the same state and overwrites its own
-version: the state is exactly-once even though the Kafka sink is at-least-once.
+version: the state is exactly-once even though the Kafka sink is at-least-once. All states of a version
+are written as one Parquet dataset of ``(kind, row JSON)`` rows: one Spark job per batch, whatever the
+shape carries.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 _COMMITTED = "_COMMITTED"
 
@@ -28,20 +31,26 @@ class StateStore:
     def load(self, spark: SparkSession, batch_id: int, schemas: dict[str, str]) -> dict[str, DataFrame]:
         """State as of the end of the newest committed batch before ``batch_id`` (empty if none)."""
         older = [v for v in self._versions() if v < batch_id]
-        states: dict[str, DataFrame] = {}
-        for name, schema in schemas.items():
-            if older and (self.root / f"v={older[-1]}" / name).exists():
-                states[name] = spark.read.schema(schema).parquet(str(self.root / f"v={older[-1]}" / name))
-            else:
-                states[name] = spark.createDataFrame([], schema)
-        return states
+        if not older:
+            return {name: spark.createDataFrame([], schema) for name, schema in schemas.items()}
+        rows = spark.read.schema("kind string, row string").parquet(str(self.root / f"v={older[-1]}" / "state"))
+        return {
+            name: rows.filter(F.col("kind") == name).select(F.from_json("row", schema).alias("r")).select("r.*")
+            for name, schema in schemas.items()
+        }
 
     def save(self, batch_id: int, states: dict[str, DataFrame]) -> None:
         target = self.root / f"v={batch_id}"
         if target.exists():
             shutil.rmtree(target)
-        for name, frame in states.items():
-            frame.coalesce(1).write.mode("overwrite").parquet(str(target / name))
+        frames = [
+            frame.select(F.lit(name).alias("kind"), F.to_json(F.struct(*frame.columns)).alias("row"))
+            for name, frame in states.items()
+        ]
+        rows = frames[0]
+        for frame in frames[1:]:
+            rows = rows.unionByName(frame)
+        rows.coalesce(1).write.mode("overwrite").parquet(str(target / "state"))
         (target / _COMMITTED).write_text(str(batch_id))
         for old in self._versions()[: -self.keep]:
             shutil.rmtree(self.root / f"v={old}", ignore_errors=True)
