@@ -1,0 +1,53 @@
+"""PySpark application run by spark-submit: reprocess past days of one pipeline and publish them.
+
+    spark-submit --jars <connector jars> jobs/reprocess_day.py --spec include/pipelines/X.yaml \\
+        --bootstrap 127.0.0.1:9092 --day 2026-11-20 [--day 2026-11-21] --home . [--dry-run]
+
+Prints one ``streamjoin reprocess {...}`` JSON line per day.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+# The streamjoin package ships next to this file (plugins/) or via --py-files on a cluster.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
+
+from streamjoin.core.backfill import parse_day, plan_day
+from streamjoin.core.spec import load_spec
+from streamjoin.spark.reprocess import reprocess_day
+from streamjoin.spark.session import build_session
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="reprocess_day", description=__doc__)
+    parser.add_argument("--spec", required=True, help="pipeline spec YAML")
+    parser.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
+    parser.add_argument("--day", required=True, action="append", help="UTC day YYYY-MM-DD (repeatable)")
+    parser.add_argument("--home", default=None, help="project home: relative output paths resolve against it")
+    parser.add_argument("--dry-run", action="store_true", help="count only, write nothing")
+    parser.add_argument("--master", default=None, help="only when run without spark-submit")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    spec = load_spec(args.spec)
+    days = [parse_day(d) for d in args.day]
+    spark = build_session(
+        f"streamjoin-reprocess-{spec.name}", master=args.master, shuffle_partitions=spec.kafka.partitions
+    )
+    home = Path(args.home or Path.cwd())
+    for day in days:
+        result = reprocess_day(spark, spec, plan_day(spec, day), args.bootstrap, home=home, dry_run=args.dry_run)
+        print(f"streamjoin reprocess {json.dumps(result.__dict__)}", flush=True)
+        print(f"streamjoin progress {spec.name} {result.line()}", flush=True)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

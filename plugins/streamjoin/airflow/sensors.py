@@ -1,0 +1,110 @@
+"""Wait until a pipeline's stream has passed a day's end plus its grace (so late records are in).
+
+The stream's watermark, best source first:
+
+1. ``<checkpoint>/status.json`` with ``watermark_ms`` (if the streaming job writes one);
+2. the last offsets the streaming query committed (``<checkpoint>/query/offsets/N``): the minimum over the
+   stream inputs' partitions of the timestamp of the last record processed;
+3. the stream input topics' latest records (the stream is assumed to keep up).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseSensorOperator
+
+from streamjoin.core.backfill import plan_day
+from streamjoin.core.plans import checkpoint_dir, resolve
+from streamjoin.core.spec import PipelineSpec, Role, load_spec
+
+
+def committed_offsets(checkpoint: Path) -> dict[str, dict[int, int]] | None:
+    """The offsets (next to read) of the newest batch the streaming query committed, per topic/partition."""
+    commits = checkpoint / "query" / "commits"
+    offsets = checkpoint / "query" / "offsets"
+    done = sorted((int(p.name) for p in commits.glob("[0-9]*") if p.name.isdigit()), reverse=True)
+    for batch in done:
+        path = offsets / str(batch)
+        if path.exists():
+            for line in path.read_text().splitlines()[2:]:
+                data = json.loads(line)
+                return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in data.items()}
+    return None
+
+
+def _last_record_ts(bootstrap: str, topic: str, partition: int, next_offset: int, timeout: float) -> int | None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    if next_offset <= 0:
+        return None
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "streamjoin-watermark", "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([TopicPartition(topic, partition, next_offset - 1)])
+        message = consumer.poll(timeout)
+        if message is None or message.error() is not None:
+            return None
+        return message.timestamp()[1]
+    finally:
+        consumer.close()
+
+
+def stream_watermark(
+    spec: PipelineSpec, bootstrap: str, checkpoint: Path, *, timeout: float = 10.0
+) -> tuple[int | None, str]:
+    """(watermark in ms or None if nothing was processed yet, where it came from)."""
+    status = checkpoint / "status.json"
+    if status.exists():
+        value = json.loads(status.read_text()).get("watermark_ms")
+        if value is not None:
+            return int(value), str(status)
+    topics = [i.topic for i in spec.inputs.values() if i.role is Role.STREAM]
+    positions: Mapping[str, Mapping[int, int]] | None = committed_offsets(checkpoint)
+    source = "checkpoint offsets"
+    if positions is None:
+        from streamjoin.kafka.clients import end_offsets
+
+        positions = {t: end_offsets(bootstrap, t, timeout=timeout) for t in topics}
+        source = "input topics' latest records"
+    stamps = [
+        ts
+        for t in topics
+        for p, o in positions.get(t, {}).items()
+        if (ts := _last_record_ts(bootstrap, t, p, o, timeout)) is not None
+    ]
+    return (min(stamps) if stamps else None), source
+
+
+class StreamWatermarkSensor(BaseSensorOperator):
+    """Succeeds once the stream's watermark is past ``day`` end + the pipeline's grace/lateness.
+
+    :param spec_path: pipeline spec (templated)
+    :param day: ``YYYY-MM-DD`` (templated)
+    """
+
+    template_fields: Sequence[str] = ("spec_path", "day", "kafka_conn_id")
+
+    def __init__(
+        self, *, spec_path: str, day: str, kafka_conn_id: str = "streamjoin_kafka_default", **kwargs: Any
+    ) -> None:
+        kwargs.setdefault("mode", "reschedule")
+        kwargs.setdefault("poke_interval", 300)
+        super().__init__(**kwargs)
+        self.spec_path, self.day, self.kafka_conn_id = spec_path, day, kafka_conn_id
+
+    def poke(self, context: Any) -> bool:
+        from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
+
+        spec = load_spec(resolve(self.spec_path))
+        plan = plan_day(spec, self.day)
+        bootstrap = StreamJoinKafkaHook(self.kafka_conn_id).bootstrap_servers()
+        watermark, source = stream_watermark(spec, bootstrap, checkpoint_dir(spec))
+        self.log.info(
+            "%s %s: watermark %s (from %s), needed %s", spec.name, plan.day, watermark, source, plan.ready_at_ms
+        )
+        return watermark is not None and watermark >= plan.ready_at_ms
