@@ -128,3 +128,34 @@ def _ends(bootstrap: str, topic: str) -> dict[int, int]:
     from streamjoin.kafka.clients import end_offsets
 
     return end_offsets(bootstrap, topic)
+
+
+@pytest.mark.kafka
+def test_stream_watermark_from_the_checkpoint_else_the_topics(
+    tmp_path: Path, kafka_bootstrap: str, topic_factory: Callable[[str], str]
+) -> None:
+    import json
+
+    from streamjoin.airflow.sensors import stream_watermark
+    from streamjoin.core.codec import encode
+    from streamjoin.core.spec import Format
+    from streamjoin.kafka.admin import ensure_topics
+    from streamjoin.kafka.clients import end_offsets, produce_records
+    from streamjoin.kafka.topics import plan_topics
+
+    spec = load_spec(write_seed_spec(tmp_path, topic_factory))
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, plan_topics(spec))
+    clicks = spec.left.topic
+    start = day_start_ms(date(2026, 11, 20))
+    produce_records(kafka_bootstrap, [(clicks, b"u1", encode(1, Format.LONG), start + n * 1000, []) for n in range(5)])
+    checkpoint = tmp_path / "checkpoint"
+    assert stream_watermark(spec, kafka_bootstrap, checkpoint) == (start + 4000, "input topics' latest records")
+    (partition,) = [p for p, o in end_offsets(kafka_bootstrap, clicks).items() if o > 0]
+    (checkpoint / "query" / "offsets").mkdir(parents=True)
+    (checkpoint / "query" / "commits").mkdir(parents=True)
+    offsets = {clicks: {str(partition): 3}}
+    (checkpoint / "query" / "offsets" / "0").write_text(f'v1\n{{"batchWatermarkMs":0}}\n{json.dumps(offsets)}\n')
+    (checkpoint / "query" / "commits" / "0").write_text("v1\n{}\n")
+    assert stream_watermark(spec, kafka_bootstrap, checkpoint) == (start + 2000, "checkpoint offsets")
+    (checkpoint / "status.json").write_text(json.dumps({"watermark_ms": start + 9000}))
+    assert stream_watermark(spec, kafka_bootstrap, checkpoint)[0] == start + 9000
