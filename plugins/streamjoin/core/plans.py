@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +22,21 @@ def connector_jars(home: Path = PROJECT_HOME) -> list[str]:
     if not any("spark-sql-kafka" in j for j in jars):
         raise FileNotFoundError(f"Spark's Kafka connector is missing in {directory}: run scripts/fetch-jars.sh")
     return jars
+
+
+def package_zip(home: Path = PROJECT_HOME) -> Path:
+    """Zip ``plugins/streamjoin`` into ``var/dist/streamjoin.zip`` for ``--py-files``: executors on a
+    cluster import the package from it (written to a temp name, then renamed, so readers never see half)."""
+    source = home / "plugins"
+    target = home / "var" / "dist" / "streamjoin.zip"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".streamjoin-{os.getpid()}.zip")
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted((source / "streamjoin").rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                archive.write(path, path.relative_to(source).as_posix())
+    partial.replace(target)
+    return target
 
 
 def resolve(path: str | Path, home: Path = PROJECT_HOME) -> Path:
@@ -55,7 +72,15 @@ def plan_submit(
     available_now: bool = False,
     home: Path = PROJECT_HOME,
     python: str | None = None,
+    driver_python: str | None = None,
+    py_files: Sequence[str] = (),
 ) -> SubmitPlan:
+    """spark-submit arguments for ``spec``'s join job.
+
+    :param python: the executors' Python (``spark.pyspark.python``); also the driver's unless
+        ``driver_python`` is given
+    :param py_files: shipped to executors with ``--py-files`` (the :func:`package_zip` on a cluster)
+    """
     args = [
         "--spec", str(resolve(spec_path, home)),
         "--bootstrap", bootstrap,
@@ -70,11 +95,12 @@ def plan_submit(
     }
     if python:
         conf["spark.pyspark.python"] = python
-        conf["spark.pyspark.driver.python"] = python
+        conf["spark.pyspark.driver.python"] = driver_python or python
     return SubmitPlan(
         name=f"streamjoin-{spec.name}",
         application=str(home / JOB_FILE),
         application_args=args,
         jars=jars,
+        py_files=list(py_files),
         conf=conf,
     )

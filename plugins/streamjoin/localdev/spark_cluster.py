@@ -51,6 +51,13 @@ def pyspark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
+def _scala_version() -> str:
+    """``2.13`` from ``<pyspark>/jars/scala-library-2.13.x.jar``."""
+    for jar in (pyspark_home() / "jars").glob("scala-library-*.jar"):
+        return ".".join(jar.stem.removeprefix("scala-library-").split(".")[:2])
+    return "2.13"
+
+
 def _port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)
@@ -125,19 +132,22 @@ class SparkStandaloneCluster:
             "SPARK_HOME": str(pyspark_home()),
             "SPARK_LOCAL_IP": HOST,
             "SPARK_NO_DAEMONIZE": "1",
+            # the worker's launcher builds the executor command from SPARK_HOME; without bin/load-spark-env.sh
+            # (pyspark ships none) it needs the Scala version, or fails with "Cannot find any build directories"
+            "SPARK_SCALA_VERSION": _scala_version(),
         }
-        log = self._log(role).open("ab")
-        process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-            self._command(role), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=env, cwd=self.home, start_new_session=True,
-        )  # fmt: skip
+        with self._log(role).open("ab") as log:
+            process = subprocess.Popen(
+                self._command(role), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env, cwd=self.home, start_new_session=True,
+            )  # fmt: skip
         self._pid_file(role).write_text(str(process.pid))
         return process
 
     def state(self, timeout: float = 2.0) -> dict[str, Any] | None:
         """The master's ``/json/`` document, or None when it does not answer."""
         try:
-            with urllib.request.urlopen(f"{self.webui_url}/json/", timeout=timeout) as response:  # noqa: S310
+            with urllib.request.urlopen(f"{self.webui_url}/json/", timeout=timeout) as response:
                 return dict(json.load(response))
         except (urllib.error.URLError, OSError, ValueError):
             return None

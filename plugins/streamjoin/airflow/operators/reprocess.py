@@ -22,7 +22,7 @@ from streamjoin.core.backfill import (
     partition_path,
     plan_day,
 )
-from streamjoin.core.plans import PROJECT_HOME, SubmitPlan, connector_jars, resolve
+from streamjoin.core.plans import PROJECT_HOME, SubmitPlan, connector_jars, package_zip, resolve
 from streamjoin.core.spec import PipelineSpec, load_spec
 
 REPROCESS_JOB = "jobs/reprocess_day.py"
@@ -132,6 +132,7 @@ class ReprocessDayOperator(BaseOperator):
             conf=submit.conf,
             conn_id=self.spark_conn_id,
             jars=",".join(submit.jars),
+            py_files=str(package_zip()),  # executors on a cluster import streamjoin from it
             name=submit.name,
             application_args=submit.application_args,
             env_vars={"PYSPARK_PYTHON": sys.executable},

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from streamjoin.core.plans import connector_jars, plan_submit, resolve
+from streamjoin.core.plans import connector_jars, package_zip, plan_submit, resolve
 from streamjoin.core.spec import load_spec
 
 
@@ -49,15 +50,19 @@ class StreamJoinJobOperator(BaseOperator):
 
         spec = load_spec(resolve(self.spec_path))
         bootstrap = StreamJoinKafkaHook(self.kafka_conn_id).bootstrap_servers()
+        # Executors import streamjoin from the shipped zip; their Python may differ from ours on a cluster
+        # (STREAMJOIN_EXECUTOR_PYTHON, e.g. the Spark image's python3 in docker-compose.yaml).
         plan = plan_submit(
             spec, self.spec_path, bootstrap, connector_jars(), available_now=self.available_now,
-            python=sys.executable,
+            python=os.environ.get("STREAMJOIN_EXECUTOR_PYTHON") or sys.executable, driver_python=sys.executable,
+            py_files=[str(package_zip())],
         )  # fmt: skip
         self.log.info("submitting %s: %s %s", plan.name, plan.application, " ".join(plan.application_args))
         self._hook = SparkSubmitHook(
             conf=plan.conf,
             conn_id=self.spark_conn_id,
             jars=",".join(plan.jars),
+            py_files=",".join(plan.py_files) or None,
             name=plan.name,
             application_args=plan.application_args,
             env_vars={"PYSPARK_PYTHON": sys.executable},
