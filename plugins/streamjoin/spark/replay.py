@@ -111,7 +111,7 @@ def replay(
 
 
 def _json(column: str) -> Any:
-    return F.to_json(F.struct(F.col(column).alias("v"))).alias("value_json")
+    return F.to_json(F.struct(F.col(column).alias("v")), {"ignoreNullFields": "false"}).alias("value_json")
 
 
 def _unjson(text: str) -> Any:

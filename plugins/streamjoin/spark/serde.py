@@ -67,7 +67,8 @@ def encode(value: Column, fmt: Format) -> Column:
         return value.cast("string").cast("binary")
     if fmt is Format.LONG:
         return F.when(value.isNotNull(), F.unhex(F.lpad(F.hex(value.cast("long")), 16, "0")))
-    return F.when(value.isNotNull(), F.to_json(value).cast("binary"))
+    # keep null fields: a left join result must say {"right": null}, not drop the field
+    return F.when(value.isNotNull(), F.to_json(value, {"ignoreNullFields": "false"}).cast("binary"))
 
 
 def encode_long_text(value: Column) -> Column:

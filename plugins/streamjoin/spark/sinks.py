@@ -47,7 +47,8 @@ def kafka_rows(rows: DataFrame, sink: Sink, topic: str, *, sort: bool = True) ->
     """
     value_type = rows.schema["value"].dataType
     if sort:
-        rows = rows.sortWithinPartitions(*ORDER, "__sub")
+        # one writer per key, in emission order: Kafka keeps the order of one producer per partition
+        rows = rows.repartition("key").sortWithinPartitions(*ORDER, "__sub")
     return rows.select(
         F.col("key").cast("binary").alias("key"),
         encode_value(F.col("value"), value_type, sink.value_format).alias("value"),
