@@ -86,7 +86,7 @@ def produce_sample(spec_path: str) -> int:
 
     spec = load_spec(resolve(spec_path))
     base = int(time.time() * 1000) - 60_000
-    rows = []
+    rows: list[tuple[str, bytes | None, bytes | None, int, list[tuple[str, bytes]]]] = []
     for record in sample_records(spec.left.topic, spec.right.topic):
         _, spec_input = spec.input_by_topic(record.topic)
         key = None if record.key is None else record.key.encode()
@@ -103,8 +103,9 @@ def report_totals(spec_path: str) -> dict[str, Any]:
     from streamjoin.kafka.clients import consume_all
 
     spec = load_spec(resolve(spec_path))
-    assert spec.aggregate is not None and spec.aggregate.output.topic is not None
+    assert spec.aggregate is not None
     sink = spec.aggregate.output
+    assert sink.topic is not None
     totals: dict[str, Any] = {}
     for record in consume_all(StreamJoinKafkaHook(KAFKA_CONN_ID).bootstrap_servers(), sink.topic, timeout=30):
         if record.key is not None:

@@ -318,9 +318,7 @@ def _location(loc: tuple[int | str, ...]) -> str:
 
 def _dig(data: Any, loc: tuple[int | str, ...]) -> Any:
     for part in loc:
-        if (isinstance(data, dict) and part in data) or (
-            isinstance(data, list) and isinstance(part, int) and part < len(data)
-        ):
+        if (isinstance(data, dict) and part in data) or (isinstance(data, list) and isinstance(part, int) and part < len(data)):
             data = data[part]
         else:
             return data

@@ -7,25 +7,27 @@ from pathlib import Path
 
 from streamjoin.core.codec import decode
 from streamjoin.core.plans import resolve
-from streamjoin.core.spec import load_spec
+from streamjoin.core.spec import Format, load_spec
 from streamjoin.demo.sample import EXPECTED_TOTALS
 from streamjoin.kafka.clients import consume_all
 
 SPEC = "include/pipelines/clicks_per_region.yaml"
 
 
-def read_totals(bootstrap: str, topic: str, fmt: object) -> dict[str, int]:
+def read_totals(bootstrap: str, topic: str, fmt: Format) -> dict[str, int]:
     """The changelog's final table: the last value per region."""
     totals: dict[str, int] = {}
     for record in consume_all(bootstrap, topic, timeout=30):
-        totals[record.key.decode()] = decode(record.value, fmt)  # type: ignore[arg-type]
+        if record.key is not None:
+            totals[record.key.decode()] = decode(record.value, fmt)
     return totals
 
 
 def final_report(home: Path) -> str:
     spec = load_spec(home / SPEC)
-    assert spec.aggregate is not None and spec.aggregate.output.topic is not None
+    assert spec.aggregate is not None
     sink = spec.aggregate.output
+    assert sink.topic is not None
     bootstrap = f"127.0.0.1:{os.environ.get('KAFKA_PORT', '19092')}"
     totals = read_totals(bootstrap, sink.topic, sink.value_format)
     lines = ["", f"clicks per region (final table of Kafka topic '{sink.topic}' at {bootstrap}):"]

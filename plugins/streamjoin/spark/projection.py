@@ -22,7 +22,8 @@ from streamjoin.core.spec import Joiner, Projection
 def load_function(path: str) -> Callable[..., Any]:
     """Import ``package.module:name`` (or ``package.module.name``)."""
     module_name, _, attr = path.partition(":") if ":" in path else path.rpartition(".")
-    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+    function: Callable[..., Any] = getattr(importlib.import_module(module_name), attr)
+    return function
 
 
 def _plain(value: Any) -> Any:
