@@ -317,10 +317,11 @@ def _location(loc: tuple[int | str, ...]) -> str:
 
 
 def _dig(data: Any, loc: tuple[int | str, ...]) -> Any:
+    """The value at ``loc`` inside ``data``, or the deepest one that exists."""
     for part in loc:
-        if (isinstance(data, dict) and part in data) or (isinstance(data, list) and isinstance(part, int) and part < len(data)):
+        try:
             data = data[part]
-        else:
+        except (KeyError, IndexError, TypeError):
             return data
     return data
 
