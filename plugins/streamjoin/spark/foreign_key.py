@@ -148,13 +148,11 @@ def join_foreign_key(
     :param versioned: whether the left and right inputs are versioned (older updates are ignored).
     """
     fk = selector(foreign_key, T.StringType())
-    lefts = (
-        events.filter(F.col("side") == "L")
-        .withColumn("value", F.col("lval"))
-        .withColumn("fk", F.when(~F.col("tomb"), fk))
-        .drop("value")
-        .withColumn("__at", _at())
-    )
+    # a function foreign key is only called for values: a Python UDF runs for every row it is given
+    updates = events.filter(F.col("side") == "L")
+    live = updates.filter(~F.col("tomb")).withColumn("value", F.col("lval")).withColumn("fk", fk).drop("value")
+    deletes = updates.filter(F.col("tomb")).withColumn("fk", F.lit(None).cast("string"))
+    lefts = live.unionByName(deletes).withColumn("__at", _at())
     rights = events.filter(F.col("side") == "R").withColumn("__at", _at())
     if versioned[0]:
         lefts = keep_applied(lefts, left_state)

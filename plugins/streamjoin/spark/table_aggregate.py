@@ -57,18 +57,15 @@ def aggregate_table(results: DataFrame, state: DataFrame, previous: DataFrame, a
     amount = F.lit(1).cast("long") if agg.reduce is Reduce.COUNT else selector(agg.value, T.LongType())  # type: ignore[arg-type]
     live = ~F.col("tomb_out")
     coordinates = [c for c in ("__partition", "__offset") if c not in ORDER]
-    group = selector(agg.group_by, T.StringType())
-    staged = results.select(
-        "key",
-        "value",
-        F.when(live, group).alias("group"),
-        F.when(live, amount).alias("amount"),
-        "tomb_out",
-        "ts",
-        "__sub",
-        *coordinates,
-        *ORDER,
+    kept = ["key", "value", "tomb_out", "ts", "__sub", *coordinates, *ORDER]
+    # function selectors are Python UDFs, which run for every row they are given: only give them values
+    values = results.filter(live).select(
+        *kept, selector(agg.group_by, T.StringType()).alias("group"), amount.alias("amount")
     )
+    tombstones = results.filter(~live).select(
+        *kept, F.lit(None).cast("string").alias("group"), F.lit(None).cast("long").alias("amount")
+    )
+    staged = values.unionByName(tombstones)
     reason = F.when(F.col("group").isNull(), F.lit("null-group")).when(F.col("amount").isNull(), F.lit("null-amount"))
     staged = staged.withColumn("reason", F.when(live, reason))
     # a dead-lettered result removes the key's previous contribution, like a tombstone
