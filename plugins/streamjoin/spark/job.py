@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from streamjoin.core.spec import PipelineSpec, Shape
+from streamjoin.spark import heartbeat
 from streamjoin.spark.engine import BatchOutput, process_batch, state_schemas
 from streamjoin.spark.sinks import CONSUMER_OPTIONS, dead_letter_rows, file_rows, kafka_rows, write_files, write_kafka
 from streamjoin.spark.state import StateStore
@@ -122,7 +123,11 @@ def start_query(spark: SparkSession, spec: PipelineSpec, settings: JobSettings) 
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{spec.trigger.processing_time} milliseconds")
-    return writer.start()
+    # heartbeat: <checkpoint>/status.json after each batch; a <checkpoint>/stop marker stops between batches
+    heartbeat.attach(spark, spec.name, settings.checkpoint_dir)
+    query = writer.start()
+    heartbeat.watch_stop_marker(query, settings.checkpoint_dir)
+    return query
 
 
 def describe_progress(progress: dict[str, Any] | None) -> str:
