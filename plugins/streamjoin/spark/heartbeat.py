@@ -62,10 +62,10 @@ class StatusListener(StreamingQueryListener):
         self.pipeline = pipeline
         self.path = Path(checkpoint_dir) / STATUS_FILE
 
-    def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's name
+    def onQueryStarted(self, event: Any) -> None:
         print(f"streamjoin query started {self.pipeline} (id {event.id})", flush=True)
 
-    def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+    def onQueryProgress(self, event: Any) -> None:
         progress = event.progress
         if progress.name != self.pipeline:
             return
@@ -78,7 +78,7 @@ class StatusListener(StreamingQueryListener):
             flush=True,
         )
 
-    def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+    def onQueryIdle(self, event: Any) -> None:
         path = self.path
         if path.exists():  # keep freshness while idle: the job is alive and caught up
             try:
@@ -88,7 +88,7 @@ class StatusListener(StreamingQueryListener):
             except (OSError, ValueError):
                 pass
 
-    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+    def onQueryTerminated(self, event: Any) -> None:
         print(f"streamjoin query terminated {self.pipeline}: {event.exception or 'stopped'}", flush=True)
 
 
