@@ -1,0 +1,96 @@
+"""Pure supervision decisions: health from a status record, consumer lag, restart budget in a window."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class State(StrEnum):
+    HEALTHY = "healthy"
+    STARTING = "starting"  # alive, no batch committed yet
+    STALE = "stale"  # alive, but no progress record for too long
+    LAGGING = "lagging"  # alive and progressing, lag above the threshold
+    DEAD = "dead"
+    STOPPED = "stopped"  # stopped on purpose (stop marker / stop operator)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """:param stale_after: seconds without a fresh status record before an alive job counts as stale
+    :param lag_threshold: total lag (records) above which a job lags
+    :param lag_grace: seconds lag may stay above the threshold before it alerts
+    :param max_restarts: restarts allowed within ``window`` seconds; one more is a crash loop"""
+
+    stale_after: float = 120.0
+    lag_threshold: int = 10_000
+    lag_grace: float = 300.0
+    max_restarts: int = 3
+    window: float = 900.0
+
+
+def lag(latest: Mapping[str, Mapping[int | str, int]], committed: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """Per topic: sum over partitions of latest offset minus the job's committed end offset (0 when the
+    job has not committed the partition yet counts from offset 0)."""
+    out: dict[str, int] = {}
+    for topic, parts in latest.items():
+        done = committed.get(topic, {})
+        out[topic] = sum(max(0, int(end) - int(done.get(str(p), 0))) for p, end in parts.items())
+    return out
+
+
+@dataclass(frozen=True)
+class Health:
+    state: State
+    reason: str
+    lag: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_lag(self) -> int:
+        return sum(self.lag.values())
+
+
+def assess(
+    *,
+    alive: bool,
+    stopped: bool,
+    status: Mapping[str, Any] | None,
+    started_at: float | None,
+    lag_by_topic: Mapping[str, int],
+    now: float,
+    policy: Policy,
+) -> Health:
+    """The job's health from liveness, its status record and its lag."""
+    lags = dict(lag_by_topic)
+    if not alive:
+        return Health(State.STOPPED if stopped else State.DEAD, "stopped on purpose" if stopped else "no driver", lags)
+    written = float(status["written_at"]) if status and "written_at" in status else None
+    if written is not None and started_at is not None and written < started_at:
+        written = None  # a record of an earlier run
+    if written is None:
+        since = now - (started_at or now)
+        if since > policy.stale_after:
+            return Health(State.STALE, f"no batch committed {since:.0f}s after start", lags)
+        return Health(State.STARTING, "no batch committed yet", lags)
+    age = now - written
+    if age > policy.stale_after:
+        return Health(State.STALE, f"last progress {age:.0f}s ago", lags)
+    total = sum(lags.values())
+    if total > policy.lag_threshold:
+        return Health(State.LAGGING, f"lag {total} > {policy.lag_threshold}", lags)
+    return Health(State.HEALTHY, f"batch {status.get('batch_id') if status else '?'}, lag {total}", lags)
+
+
+def restarts_in_window(restarts: Sequence[float], now: float, window: float) -> list[float]:
+    return [t for t in restarts if now - t <= window]
+
+
+def may_restart(restarts: Sequence[float], now: float, policy: Policy) -> bool:
+    """Crash-loop protection: at most ``max_restarts`` restarts within the window."""
+    return len(restarts_in_window(restarts, now, policy.window)) < policy.max_restarts
+
+
+def lag_alert_due(lagging_since: float | None, now: float, policy: Policy) -> bool:
+    return lagging_since is not None and now - lagging_since >= policy.lag_grace
