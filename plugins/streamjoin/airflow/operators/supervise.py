@@ -96,8 +96,9 @@ def assess_job(spec: PipelineSpec, bootstrap: str, policy: Policy, now: float | 
     status = files.status()
     latest = {t: end_offsets(bootstrap, t) for t in sorted({i.topic for i in spec.inputs.values()})}
     driver = files.driver() or {}
+    stopped = files.stop_requested() or bool(files.supervisor().get("stopped"))
     return assess(
-        alive=files.driver_alive(), stopped=files.stop_requested() or bool(files.supervisor().get("stopped")), status=status,
+        alive=files.driver_alive(), stopped=stopped, status=status,
         started_at=driver.get("started_at"), lag_by_topic=lag(latest, (status or {}).get("end_offsets", {})),
         now=time.time() if now is None else now, policy=policy,
     )  # fmt: skip
