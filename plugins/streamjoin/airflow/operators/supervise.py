@@ -190,14 +190,17 @@ class SuperviseStreamJoinOperator(_PipelineOperator):
 
 class StopStreamJoinOperator(_PipelineOperator):
     """Stop the pipeline's job gracefully; with ``redeploy`` start it again from the same checkpoint
-    (the new code/spec of this deployment)."""
+    (the new code/spec of this deployment). ``redeploy`` is templated (native rendering: a bool)."""
 
-    def __init__(self, *, redeploy: bool = False, timeout: float = 60.0, **kwargs: Any) -> None:
+    template_fields: Sequence[str] = (*_PipelineOperator.template_fields, "redeploy")
+
+    def __init__(self, *, redeploy: bool | str = False, timeout: float = 60.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.redeploy, self.timeout = redeploy, timeout
 
     def execute(self, context: Any) -> dict[str, Any]:
         spec, bootstrap = self._setup()
         was_running = stop_job(spec, self.log, self.timeout)
-        driver = launch_job(self.spec_path, spec, bootstrap, self.spark_conn_id, self.log) if self.redeploy else None
+        redeploy = self.redeploy if isinstance(self.redeploy, bool) else str(self.redeploy).lower() == "true"
+        driver = launch_job(self.spec_path, spec, bootstrap, self.spark_conn_id, self.log) if redeploy else None
         return {"pipeline": spec.name, "was_running": was_running, "driver": driver}
