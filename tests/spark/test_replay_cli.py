@@ -24,7 +24,12 @@ def test_replay_prints_the_emitted_changelog(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     totals = [(r["key"], r["value"]) for r in rows if r["topic"] == "clicks-per-region"]
     assert totals == [("europe", 13), ("americas", 4), ("UNKNOWN", 7), ("asia", 5), ("UNKNOWN", 9)]
-    assert rows[0] == {"topic": "enriched-clicks", "key": "alice", "value": {"region": "europe", "clicks": 13}, "ts": 2000}
+    assert rows[0] == {
+        "topic": "enriched-clicks",
+        "key": "alice",
+        "value": {"region": "europe", "clicks": 13},
+        "ts": 2000,
+    }
 
 
 def test_replay_names_the_bad_line(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ back from the output topics and compared per key with the scenario's expected ch
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 import uuid
@@ -14,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from streamjoin.core.codec import encode
+from streamjoin.core.codec import decode, encode
 from streamjoin.core.ordering import processing_order
 from streamjoin.core.spec import PipelineSpec, parse_spec
+from streamjoin.core.topic_plan import plan_topics
 from streamjoin.kafka.admin import ensure_topics
 from streamjoin.kafka.clients import consume_all, produce_records
-from streamjoin.core.topic_plan import plan_topics
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from scenario_loader import Scenario, load_scenarios  # noqa: E402
+from scenario_loader import Scenario, load_scenarios
 
 IN_ORDER = [s for s in load_scenarios() if processing_order(s.inputs, s.spec) == list(s.inputs)]
 
@@ -58,12 +57,17 @@ def test_scenario_through_the_streaming_job(scenario: Scenario, spark, kafka_boo
     spec, names = renamed(scenario.spec, suffix)
     ensure_topics({"bootstrap.servers": kafka_bootstrap}, plan_topics(spec))
     base = int(time.time() * 1000) - 3_600_000  # recent: the broker's retention would delete 1970 records
+    # a compacted (table) topic refuses records without a key: such records never reach a job
+    unwritable = [
+        r for r in scenario.inputs if r.key is None and scenario.spec.input_by_topic(r.topic)[1].role != "stream"
+    ]
     produce_records(
         kafka_bootstrap,
         [
             (names[r.topic], None if r.key is None else str(r.key).encode(),
              encode(r.value, spec.input_by_topic(names[r.topic])[1].value.format), base + r.ts, [])
             for r in scenario.inputs
+            if r not in unwritable
         ],
     )  # fmt: skip
     settings = JobSettings(bootstrap=kafka_bootstrap, checkpoint_dir=str(tmp_path / "ck"), available_now=True,
@@ -71,11 +75,14 @@ def test_scenario_through_the_streaming_job(scenario: Scenario, spark, kafka_boo
     start_query(spark, spec, settings).awaitTermination()
 
     outputs = {o.topic for o in scenario.expected} | set(scenario.final_table)
+    formats = {spec.output.topic: spec.output.value_format}
+    if spec.aggregate is not None:
+        formats[spec.aggregate.output.topic] = spec.aggregate.output.value_format
     got: list[tuple[str, Any, Any, int]] = []
     for topic in sorted(outputs - {scenario.spec.dead_letter_topic}):
         for record in consume_all(kafka_bootstrap, names[topic], timeout=30):
             headers = dict(record.headers)
-            value = None if record.value is None else json.loads(record.value)
+            value = decode(record.value, formats[names[topic]])
             got.append((topic, None if record.key is None else record.key.decode(), value, int(headers["ts"]) - base))
     expected = [
         (e.topic, None if e.key is None else str(e.key), e.value, e.ts)
@@ -84,4 +91,5 @@ def test_scenario_through_the_streaming_job(scenario: Scenario, spark, kafka_boo
     ]
     assert per_key(got) == per_key(expected), f"{scenario.name}: expected {expected}\n   got {got}"
     dead = consume_all(kafka_bootstrap, names[scenario.spec.dead_letter_topic], timeout=10)
-    assert len(dead) == sum(1 for e in scenario.expected if e.topic == scenario.spec.dead_letter_topic)
+    expected_dead = sum(1 for e in scenario.expected if e.topic == scenario.spec.dead_letter_topic)
+    assert len(dead) == expected_dead - len(unwritable)

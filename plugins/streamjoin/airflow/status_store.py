@@ -74,7 +74,7 @@ class PipelineFiles:
 
     def driver_alive(self) -> bool:
         driver = self.driver()
-        return bool(driver) and pid_alive(int(driver["pid"]), driver.get("name"))  # type: ignore[index]
+        return driver is not None and pid_alive(int(driver["pid"]), driver.get("name"))
 
     def supervisor(self) -> dict[str, Any]:
         return _read(self.checkpoint / SUPERVISOR_FILE) or {"restarts": [], "lagging_since": None}

@@ -31,7 +31,7 @@ class Policy:
     window: float = 900.0
 
 
-def lag(latest: Mapping[str, Mapping[int | str, int]], committed: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+def lag(latest: Mapping[str, Mapping[Any, int]], committed: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
     """Per topic: sum over partitions of latest offset minus the job's committed end offset (0 when the
     job has not committed the partition yet counts from offset 0)."""
     out: dict[str, int] = {}

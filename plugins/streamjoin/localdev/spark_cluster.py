@@ -157,8 +157,8 @@ class SparkStandaloneCluster:
         return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
 
     def is_healthy(self) -> bool:
-        state = self.state()
-        return bool(state) and state.get("status") == "ALIVE" and self.alive_workers() >= 1
+        state = self.state() or {}
+        return state.get("status") == "ALIVE" and self.alive_workers() >= 1
 
     def start(self, timeout: float = 90.0) -> None:
         """Start the master, then the worker; wait (bounded) until the master lists an ALIVE worker.

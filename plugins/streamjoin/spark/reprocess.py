@@ -120,14 +120,16 @@ def reprocess_day(
     result.input_rows = raw.count()
     state = {name: spark.createDataFrame([], schema) for name, schema in state_schemas(spec).items()}
     out = process_batch(raw, spec, state)
+    # as the streaming job does: cached once, so the aggregate and the counts do not recompute the join
+    events, joined = out.events.persist(), out.results.persist()
     in_day = (F.col("ts") >= F.lit(plan.start_ms)) & (F.col("ts") < F.lit(plan.end_ms))
-    results = file_rows(out.results.filter(in_day)).drop("date").persist()
+    results = file_rows(joined.filter(in_day)).drop("date").persist()
     result.results = results.count()
     result.dead_letters = out.dead_letters.filter(in_day).count()
     outputs: list[tuple[str, DataFrame, str, str]] = []
     if spec.output.files:
         outputs.append(("enriched", results, spec.output.files.path, spec.output.files.format))
-    aggregates = None
+    aggregates: DataFrame | None = None
     if spec.aggregate is not None and out.aggregates is not None:
         aggregates = file_rows(out.aggregates.filter(in_day)).drop("date").persist()
         result.aggregates = aggregates.count()
@@ -139,9 +141,9 @@ def reprocess_day(
             target = partition_path(resolve(path, home), plan.day)
             publish(frame, target, fmt)
             result.paths[name] = str(target)
-    for frame in (results, aggregates, raw):
-        if frame is not None:
-            frame.unpersist()
+    for cached in (results, aggregates, joined, events, raw):
+        if cached is not None:
+            cached.unpersist()
     result.seconds = time.monotonic() - started
     return result
 

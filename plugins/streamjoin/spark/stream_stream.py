@@ -114,7 +114,7 @@ def _side(rows: DataFrame, side: str, in_batch: bool) -> DataFrame:
     """One side's rows for the match join, named by side (``l_*`` / ``r_*``)."""
     p = side.lower()
     value = "lval" if side == "L" else "rval"
-    cols = [
+    cols: list[Column | str] = [
         "key",
         "__task",
         F.col(value).alias(f"{p}_val"),

@@ -53,7 +53,11 @@ def plan_reprocess(
         args += ["--day", parse_day(day).isoformat()]
     if dry_run:
         args.append("--dry-run")
-    conf = {"spark.sql.shuffle.partitions": str(spec.kafka.partitions), "spark.ui.showConsoleProgress": "false"}
+    conf = {
+        "spark.sql.shuffle.partitions": str(spec.kafka.partitions),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": "false",
+    }
     if python:
         conf |= {"spark.pyspark.python": python, "spark.pyspark.driver.python": python}
     return SubmitPlan(
@@ -93,8 +97,7 @@ class ReprocessDayOperator(BaseOperator):
 
     :param spec_path: pipeline spec, relative to the project home or absolute (templated)
     :param day: ``YYYY-MM-DD`` (templated)
-    :param dry_run: count only, write nothing
-    :param lateness_ms: how long after day end late records still count (default: one hour or the grace)
+    :param dry_run: count only, write nothing (kept as ``count_only``: ``BaseOperator.dry_run`` is a method)
     """
 
     template_fields: Sequence[str] = ("spec_path", "day", "kafka_conn_id", "spark_conn_id")
@@ -110,7 +113,7 @@ class ReprocessDayOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.spec_path, self.day, self.dry_run = spec_path, day, dry_run
+        self.spec_path, self.day, self.count_only = spec_path, day, dry_run
         self.kafka_conn_id, self.spark_conn_id = kafka_conn_id, spark_conn_id
         self._hook: Any = None
 
@@ -120,7 +123,7 @@ class ReprocessDayOperator(BaseOperator):
         from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
 
         spec = load_spec(resolve(self.spec_path))
-        dry_run = bool(self.dry_run) and str(self.dry_run).lower() not in ("false", "0")
+        dry_run = bool(self.count_only) and str(self.count_only).lower() not in ("false", "0")
         plan: BackfillPlan = plan_day(spec, self.day)
         bootstrap = StreamJoinKafkaHook(self.kafka_conn_id).bootstrap_servers()
         check_retention(plan, retention_facts(bootstrap, [r.topic for r in plan.reads]))
