@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from datetime import date
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import yaml
@@ -14,7 +14,8 @@ from streamjoin.core.codec import encode
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.spec import Format, PipelineSpec
 
-DAY = date(2026, 11, 20)
+# recent, not fixed: the broker deletes records older than its 7-day retention
+DAY = datetime.now(UTC).date() - timedelta(days=3)
 USERS = [f"u{n:02d}" for n in range(12)]
 REGIONS = ["EU", "US", "APAC"]
 SEED_SPEC = PROJECT_HOME / "include" / "pipelines" / "clicks_per_region.yaml"
