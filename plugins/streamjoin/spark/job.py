@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from streamjoin.core.checkpoint_repair import drop_uncommitted_batch
 from streamjoin.core.spec import PipelineSpec, Shape
 from streamjoin.spark import heartbeat
 from streamjoin.spark.engine import BatchOutput, process_batch, state_schemas
@@ -113,10 +114,14 @@ class BatchWriter:
 
 
 def start_query(spark: SparkSession, spec: PipelineSpec, settings: JobSettings) -> StreamingQuery:
+    query_checkpoint = str(Path(settings.checkpoint_dir) / "query")
+    replanned = drop_uncommitted_batch(query_checkpoint)
+    if replanned is not None:
+        print(f"streamjoin {spec.name}: batch {replanned} was not committed; it is planned again", flush=True)
     writer = (
         read_inputs(spark, spec, settings)
         .writeStream.queryName(spec.name)
-        .option("checkpointLocation", str(Path(settings.checkpoint_dir) / "query"))
+        .option("checkpointLocation", query_checkpoint)
         .foreachBatch(BatchWriter(spark, spec, settings))
     )
     if settings.available_now:
