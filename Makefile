@@ -4,7 +4,7 @@ UV_VERSION := 0.13.9
 UV := .tools/uvenv/bin/uv
 ENV := source scripts/env.sh &&
 
-.PHONY: setup demo test ui broker-start broker-stop lint clean
+.PHONY: setup browser demo test ui broker-start broker-stop lint clean
 
 $(UV):
 	python3 -m venv .tools/uvenv
@@ -20,6 +20,9 @@ $(UV):
 
 setup: .venv/.synced .local/jars/.fetched  ## Python deps from the lock file, Java artifacts from Maven Central
 
+browser:  ## Debian's Chromium for the status page's browser test (skipped when present)
+	bash scripts/install-browser.sh
+
 broker-start: setup
 	$(ENV) python -m streamjoin.localdev.kafka_broker start --port $${KAFKA_PORT}
 
@@ -32,7 +35,7 @@ demo: broker-start  ## the seed pipeline end to end through Airflow
 ui: broker-start  ## Airflow's UI (airflow standalone) on http://127.0.0.1:8080
 	$(ENV) airflow standalone
 
-test: setup  ## every test tier; the broker is started by the test session
+test: setup browser  ## every test tier; the broker is started by the test session
 	$(ENV) bash scripts/test.sh
 
 lint: setup

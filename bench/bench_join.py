@@ -1,17 +1,27 @@
-"""Kafka -> join -> Kafka throughput of the seed's clicks x regions pipeline, next to a baseline measured
-in the same run: the same Spark job shape that only consumes the clicks and produces them again.
+"""Kafka -> join -> Kafka throughput of the seed's clicks x regions pipeline and of a 10 s windowed
+stream-stream join, next to a baseline measured in the same run: the same Spark job shape (Kafka source,
+foreachBatch, Kafka sink) that only consumes the clicks and produces them again. Then end-to-end latency
+of the stream-table join at a fixed input rate.
 
     .venv/bin/python bench/bench_join.py --bootstrap 127.0.0.1:19092 --clicks 5000000 --users 100000
 
-Prints records/s for each variant and the ratio join/baseline; appends a JSON line to bench/results.jsonl.
+Variants: ``baseline``, ``join`` (clicks x regions), ``join+sum`` (per-region sum, one update per click),
+``join+sum/batch`` (per-region sum, one update per region and batch), ``stream-stream`` (views x clicks,
+10 s window, inner). Rates are input records per second over a backlog (available-now trigger, batches of
+``--max-per-trigger``). Latency: Kafka timestamp of the output record (set when Spark's sink sends it)
+minus the click's timestamp (set by the producer when it sends it), at ``--latency-rate`` clicks/s.
+
+Prints each figure and the ratios to the baseline; appends a JSON line to bench/results.jsonl.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -21,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from produce_clicks import produce
+from produce_clicks import REGIONS, _produce, _producer, produce, produce_views
 from streamjoin.core.spec import load_spec, parse_spec
 
 HOME = Path(__file__).resolve().parents[1]
@@ -91,49 +101,136 @@ def run_baseline(
     return time.monotonic() - started
 
 
+def stream_stream_spec(suffix: str, partitions: int, max_per_trigger: int) -> object:
+    return parse_spec(
+        {
+            "name": "bench_views_clicks",
+            "kafka": {"partitions": partitions},
+            "inputs": {
+                "views": {"topic": "user-views" + suffix, "role": "stream", "value": {"format": "string"}},
+                "clicks": {"topic": "user-clicks" + suffix, "role": "stream", "value": {"format": "long"}},
+            },
+            "join": {
+                "shape": "stream-stream",
+                "kind": "inner",
+                "left": "views",
+                "right": "clicks",
+                "window": {"before": "10s", "after": "10s"},
+            },
+            "output": {"topic": "views-with-clicks" + suffix},
+            "dead_letter_topic": "clicks-per-region-dlq" + suffix,
+            "trigger": {"max_offsets_per_trigger": max_per_trigger},
+        },
+        "bench",
+    )
+
+
+def measure_latency(spark: object, args: argparse.Namespace, checkpoint: str) -> dict[str, float]:
+    """Fresh topics; regions first, then clicks at a fixed rate for a while with the job running."""
+    from streamjoin.kafka.clients import consume_all
+    from streamjoin.spark.job import JobSettings, start_query
+
+    suffix = "-lat-" + uuid.uuid4().hex[:6]
+    make_topics(args.bootstrap, {"user-clicks" + suffix: False, "user-regions" + suffix: True,
+                                 "enriched-clicks" + suffix: False, "clicks-per-region-dlq" + suffix: False},
+                args.partitions)  # fmt: skip
+    producer = _producer(args.bootstrap)
+    for i in range(args.users):
+        _produce(producer, "user-regions" + suffix, f"user{i}".encode(), REGIONS[i % len(REGIONS)].encode(), 0)
+    producer.flush(60)
+    spec = bench_spec(suffix, "join", args.max_per_trigger)
+    spec = spec.model_copy(update={"trigger": spec.trigger.model_copy(update={"processing_time": 200})})
+    query = start_query(spark, spec, JobSettings(bootstrap=args.bootstrap, checkpoint_dir=checkpoint))  # type: ignore[arg-type]
+    while (query.lastProgress or {}).get("numInputRows", 0) == 0:  # the regions are in the table
+        time.sleep(0.5)
+    sent = 0
+
+    def paced() -> None:
+        nonlocal sent
+        started = time.monotonic()
+        while (elapsed := time.monotonic() - started) < args.latency_seconds:
+            due = int(elapsed * args.latency_rate)
+            now = int(time.time() * 1000)
+            for _ in range(due - sent):
+                _produce(producer, "user-clicks" + suffix, f"user{sent % args.users}".encode(), b"\0" * 7 + b"\1", now)
+                sent += 1
+            producer.poll(0)
+            time.sleep(0.005)
+        producer.flush(60)
+
+    thread = threading.Thread(target=paced)
+    thread.start()
+    thread.join()
+    records = consume_all(args.bootstrap, "enriched-clicks" + suffix, timeout=300, expected=sent)
+    query.stop()
+    latencies = sorted(r.timestamp - int(dict(r.headers)["ts"]) for r in records)
+    cut = len(latencies) // 10  # the first tenth is the warm-up
+    steady = latencies[cut:] or latencies
+    q = statistics.quantiles(steady, n=100)
+    return {"rate": args.latency_rate, "records": len(records), "p50_ms": q[49], "p99_ms": q[98]}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bootstrap", default="127.0.0.1:19092")
     parser.add_argument("--clicks", type=int, default=5_000_000)
     parser.add_argument("--users", type=int, default=100_000)
+    parser.add_argument("--views", type=int, default=None, help="stream-stream: views (default: as many as clicks)")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--max-per-trigger", type=int, default=1_000_000)
-    parser.add_argument("--variants", default="baseline,join,join+sum/batch,join+sum")
+    parser.add_argument("--variants", default="baseline,join,join+sum/batch,join+sum,stream-stream")
+    parser.add_argument("--latency-rate", type=int, default=20_000, help="clicks/s; 0 skips the latency run")
+    parser.add_argument("--latency-seconds", type=int, default=60)
     args = parser.parse_args()
+    variants = args.variants.split(",")
     suffix = "-bench-" + uuid.uuid4().hex[:6]
-    clicks, regions = "user-clicks" + suffix, "user-regions" + suffix
+    clicks, regions, views = "user-clicks" + suffix, "user-regions" + suffix, "user-views" + suffix
     topics = {clicks: False, regions: True, "enriched-clicks" + suffix: False, "clicks-per-region" + suffix: True,
-              "clicks-per-region-dlq" + suffix: False, "raw-copy" + suffix: False}  # fmt: skip
+              "clicks-per-region-dlq" + suffix: False, "raw-copy" + suffix: False, views: False,
+              "views-with-clicks" + suffix: False}  # fmt: skip
     make_topics(args.bootstrap, topics, args.partitions)
     produced_in = produce(args.bootstrap, clicks, regions, args.users, args.clicks)
     total = args.clicks + args.users
     print(f"produced {total} records in {produced_in:.1f}s ({total / produced_in:,.0f}/s)", flush=True)
+    n_views = args.clicks if args.views is None else args.views
+    if "stream-stream" in variants:
+        produce_views(args.bootstrap, views, args.users, n_views)
 
     from streamjoin.spark.session import build_session
 
     spark = build_session("streamjoin-bench", master="local[2]", shuffle_partitions=args.partitions,
                           extra_conf={"spark.ui.enabled": "false", "spark.driver.memory": "6g"})  # fmt: skip
     results: dict[str, float] = {}
+    latency: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for variant in args.variants.split(","):
+        for variant in variants:
             checkpoint = f"{tmp}/{variant}"
             if variant == "baseline":
                 seconds = run_baseline(
                     spark, clicks, "raw-copy" + suffix, args.bootstrap, checkpoint, args.max_per_trigger
                 )
                 rate = args.clicks / seconds
+            elif variant == "stream-stream":
+                spec = stream_stream_spec(suffix, args.partitions, args.max_per_trigger)
+                seconds = run_query(spark, spec, args.bootstrap, checkpoint)
+                rate = (args.clicks + n_views) / seconds
             else:
                 spec = bench_spec(suffix, variant, args.max_per_trigger)
                 seconds = run_query(spark, spec, args.bootstrap, checkpoint)
                 rate = total / seconds
             results[variant] = rate
-            print(f"{variant:>10}: {seconds:7.1f}s  {rate:12,.0f} input records/s", flush=True)
+            print(f"{variant:>14}: {seconds:7.1f}s  {rate:12,.0f} input records/s", flush=True)
+        if args.latency_rate:
+            latency = measure_latency(spark, args, f"{tmp}/latency")
+            print(f"latency at {args.latency_rate:,} clicks/s: p50 {latency['p50_ms']:.0f} ms, "
+                  f"p99 {latency['p99_ms']:.0f} ms ({latency['records']} records)", flush=True)  # fmt: skip
     if "baseline" in results:
         for variant, rate in results.items():
             if variant != "baseline":
-                print(f"ratio {variant}/baseline: {rate / results['baseline']:.2f}")
+                print(f"ratio {variant}/baseline: {rate / results['baseline']:.3f}")
     line = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "clicks": args.clicks, "users": args.users,
-            "partitions": args.partitions, "max_per_trigger": args.max_per_trigger, "rates": results}  # fmt: skip
+            "views": n_views if "stream-stream" in variants else 0, "partitions": args.partitions,
+            "max_per_trigger": args.max_per_trigger, "rates": results, "latency": latency}  # fmt: skip
     with open(Path(__file__).with_name("results.jsonl"), "a") as out:
         out.write(json.dumps(line) + "\n")
     return 0

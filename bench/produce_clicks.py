@@ -17,16 +17,7 @@ REGIONS = ["europe", "americas", "asia", "africa", "oceania"]
 def produce(bootstrap: str, clicks_topic: str, regions_topic: str, users: int, clicks: int, seed: int = 7) -> float:
     """Returns the seconds it took. Regions first (ts = base), then clicks spread over one hour."""
     rng = random.Random(seed)
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "partitioner": "murmur2_random",  # Java's partitioner: co-partitioning depends on it
-            "linger.ms": 50,
-            "batch.num.messages": 10000,
-            "queue.buffering.max.messages": 1_000_000,
-            "compression.type": "lz4",
-        }
-    )
+    producer = _producer(bootstrap)
     started = time.monotonic()
     base = int(time.time() * 1000) - 2 * 3_600_000
     keys = [f"user{i}".encode() for i in range(users)]
@@ -40,6 +31,32 @@ def produce(bootstrap: str, clicks_topic: str, regions_topic: str, users: int, c
         )
     producer.flush(120)
     return time.monotonic() - started
+
+
+def produce_views(bootstrap: str, views_topic: str, users: int, views: int, seed: int = 11) -> float:
+    """Ad views for the stream-stream benchmark: same users and hour as the clicks (string values)."""
+    rng = random.Random(seed)
+    producer = _producer(bootstrap)
+    started = time.monotonic()
+    base = int(time.time() * 1000) - 2 * 3_600_000
+    step = 3_600_000 / max(views, 1)
+    for i in range(views):
+        _produce(producer, views_topic, f"user{rng.randrange(users)}".encode(), b"view", base + 1000 + int(i * step))
+    producer.flush(120)
+    return time.monotonic() - started
+
+
+def _producer(bootstrap: str) -> Producer:
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "partitioner": "murmur2_random",  # Java's partitioner: co-partitioning depends on it
+            "linger.ms": 50,
+            "batch.num.messages": 10000,
+            "queue.buffering.max.messages": 1_000_000,
+            "compression.type": "lz4",
+        }
+    )
 
 
 def _produce(producer: Producer, topic: str, key: bytes, value: bytes, ts: int) -> None:

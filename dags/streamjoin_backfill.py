@@ -19,11 +19,10 @@ from streamjoin.core.backfill import nondeterminism_warnings
 from streamjoin.core.plans import resolve
 from streamjoin.core.spec import load_spec
 
-PIPELINES_DIR = os.environ.get("STREAMJOIN_PIPELINES_DIR", "include/pipelines")
 START = datetime.fromisoformat(os.environ.get("STREAMJOIN_BACKFILL_START", "2026-11-01"))
 DAY = "{{ data_interval_start | ds }}"
 
-for _path in spec_paths(PIPELINES_DIR):
+for _path in spec_paths():
     _spec = load_spec(resolve(_path))
     _warnings = nondeterminism_warnings(_spec)
     with DAG(

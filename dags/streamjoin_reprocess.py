@@ -6,7 +6,6 @@ Then one mapped ``reprocess_day`` task per day recomputes and atomically publish
 an asset event (extra: pipeline, day, path) through the ``streamjoin_daily_partitions`` alias.
 """
 
-import os
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,8 +16,7 @@ from streamjoin.airflow.operators.reprocess import ReprocessDayOperator
 from streamjoin.core.plans import resolve
 from streamjoin.core.spec import load_spec
 
-PIPELINES_DIR = os.environ.get("STREAMJOIN_PIPELINES_DIR", "include/pipelines")
-SPECS = {load_spec(resolve(p)).name: p for p in spec_paths(PIPELINES_DIR)}
+SPECS = {load_spec(resolve(p)).name: p for p in spec_paths()}
 ALIAS = AssetAlias("streamjoin_daily_partitions")
 
 

@@ -72,3 +72,20 @@ def test_demo_dag_runs_to_success_and_produces_the_expected_totals(kafka_bootstr
     assert totals == EXPECTED_TOTALS
     dead = consume_all(kafka_bootstrap, "clicks-per-region-dlq", timeout=30)
     assert [dict(r.headers)["reason"] for r in dead] == [b"null-key"]
+
+
+PLUGINS = """
+import json, sys
+from airflow import plugins_manager
+plugins, errors = plugins_manager._get_plugins()
+print(json.dumps({"plugins": [p.name for p in plugins], "errors": {str(k): str(v) for k, v in errors.items()},
+                  "pyspark": sorted(m for m in sys.modules if m.split(".")[0] == "pyspark")}))
+"""
+
+
+@pytest.mark.airflow
+def test_the_ui_plugin_loads_once_without_import_errors_or_pyspark() -> None:
+    out = json.loads(_python(PLUGINS).strip().splitlines()[-1])
+    assert out["errors"] == {}
+    assert out["plugins"].count("streamjoin") == 1
+    assert out["pyspark"] == []

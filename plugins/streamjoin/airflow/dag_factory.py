@@ -5,6 +5,7 @@ DAG files call :func:`pipeline_dag`; nothing here imports pyspark, so the dag-pr
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,8 @@ def report_totals(spec_path: str) -> dict[str, Any]:
     return {"totals": totals, "topic": sink.topic, "files": str(files) if files else None}
 
 
-def spec_paths(directory: str = "include/pipelines") -> list[str]:
-    """Every pipeline spec of the project, as paths relative to the project home."""
+def spec_paths(directory: str | None = None) -> list[str]:
+    """Every pipeline spec under ``directory`` (default ``$STREAMJOIN_PIPELINES_DIR`` or
+    ``include/pipelines``), as paths relative to the project home unless the directory is absolute."""
+    directory = directory or os.environ.get("STREAMJOIN_PIPELINES_DIR", "include/pipelines")
     return sorted(f"{directory}/{p.name}" for p in Path(resolve(directory)).glob("*.yaml"))
