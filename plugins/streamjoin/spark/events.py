@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from streamjoin.core.spec import PipelineSpec, Role, Shape
+from streamjoin.spark.projection import key_selector
 from streamjoin.spark.serde import decode, spark_type
 
 ORDER = ["__pos", "__input", "__partition", "__offset"]
@@ -54,8 +55,19 @@ def decode_events(raw: DataFrame, spec: PipelineSpec) -> DecodedBatch:
     names = list(spec.inputs)
     key = F.col("key").cast("string")
     needs_key = F.lit(True)
+    staged = raw
     if join.shape is Shape.STREAM_GLOBALTABLE and join.key_selector is not None:
-        needs_key = ~is_left  # the lookup key is derived from the stream record: a null key is allowed
+        # the lookup key comes from the stream record: it needs a key only when its value gives none either
+        lookup = key_selector(join.key_selector)  # over columns key (string) and lval
+        staged = (
+            raw.withColumn("__raw_key", F.col("key"))
+            .withColumn("key", key)
+            .withColumn("lval", F.when(is_left & lerr.isNull(), lval))
+            .withColumn("__lookup", F.when(F.col("lval").isNotNull(), lookup))
+            .withColumn("key", F.col("__raw_key"))
+            .drop("__raw_key", "lval")
+        )
+        needs_key = ~is_left | F.col("__lookup").isNull()
     stream_side = (is_left & F.lit(left.role is Role.STREAM)) | (~is_left & F.lit(right.role is Role.STREAM))
     reason = (
         F.when(needs_key & F.col("key").isNull(), F.lit("null-key"))
@@ -63,7 +75,7 @@ def decode_events(raw: DataFrame, spec: PipelineSpec) -> DecodedBatch:
         .when(~is_left & rerr.isNotNull(), rerr)
         .when(stream_side & F.col("value").isNull(), F.lit("null-value"))
     )
-    staged = raw.withColumn("reason", reason)
+    staged = staged.withColumn("reason", reason).drop("__lookup")
     dead = staged.filter(F.col("reason").isNotNull())
     good = staged.filter(F.col("reason").isNull())
     rank_left, rank_right = ROLE_RANK[left.role], ROLE_RANK[right.role]

@@ -73,6 +73,8 @@ def key_selector(projection: Projection) -> Column:
     fn = load_function(projection.function)
 
     def call(key: Any, value: Any) -> Any:
+        if value is None:  # Spark may call a UDF on rows a surrounding `when` excludes: no value, no lookup
+            return None
         result = fn(key, _plain(value))
         return None if result is None else str(result)
 
