@@ -77,12 +77,13 @@ def run_query(spark: object, spec: object, bootstrap: str, checkpoint: str) -> f
 def run_baseline(
     spark: object, topic: str, out_topic: str, bootstrap: str, checkpoint: str, max_per_trigger: int
 ) -> float:
-    """Consume + produce with no join, through the same Kafka source/sink and foreachBatch path."""
+    """Consume + produce with no join, through the same Kafka source/sink, options and foreachBatch path."""
+    from pyspark.sql import functions as F
+
+    from streamjoin.spark.sinks import CONSUMER_OPTIONS, write_kafka
 
     def copy(batch, batch_id):  # type: ignore[no-untyped-def]
-        batch.select("key", "value").write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option(
-            "topic", out_topic
-        ).save()
+        write_kafka(batch.select("key", "value", F.lit(out_topic).alias("topic")), bootstrap)
 
     started = time.monotonic()
     query = (
@@ -91,6 +92,7 @@ def run_baseline(
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(max_per_trigger))
+        .options(**CONSUMER_OPTIONS)
         .load()
         .writeStream.option("checkpointLocation", checkpoint)
         .foreachBatch(copy)

@@ -14,12 +14,21 @@ from confluent_kafka import Producer
 REGIONS = ["europe", "americas", "asia", "africa", "oceania"]
 
 
-def produce(bootstrap: str, clicks_topic: str, regions_topic: str, users: int, clicks: int, seed: int = 7) -> float:
-    """Returns the seconds it took. Regions first (ts = base), then clicks spread over one hour."""
+def produce(
+    bootstrap: str,
+    clicks_topic: str,
+    regions_topic: str,
+    users: int,
+    clicks: int,
+    seed: int = 7,
+    base: int | None = None,
+) -> float:
+    """Returns the seconds it took. Regions first (ts = base, default two hours ago), then clicks spread
+    over the hour after."""
     rng = random.Random(seed)
     producer = _producer(bootstrap)
     started = time.monotonic()
-    base = int(time.time() * 1000) - 2 * 3_600_000
+    base = int(time.time() * 1000) - 2 * 3_600_000 if base is None else base
     keys = [f"user{i}".encode() for i in range(users)]
     for i, key in enumerate(keys):
         _produce(producer, regions_topic, key, rng.choice(REGIONS).encode(), base + i % 1000)

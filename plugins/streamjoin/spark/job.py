@@ -75,11 +75,13 @@ class BatchWriter:
     def _write(self, out: BatchOutput, batch_id: int) -> dict[str, int]:
         """All Kafka-bound rows (join results, aggregate updates, dead letters) go out in one write."""
         spec = self.spec
-        results = out.results.persist()
+        lookup_join = spec.join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE)
+        # a lookup join's results are a broadcast join away from the cached events: computing them again
+        # for each use costs less than caching them (measured: 1.7 s vs 5.9 s for 3M rows on 2 cores)
+        results = out.results if lookup_join and spec.right.versioned is None else out.results.persist()
         to_kafka: list[DataFrame] = []
         if spec.output.topic:
-            keeps_order = spec.join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE)
-            to_kafka.append(kafka_rows(results, spec.output, spec.output.topic, sort=not keeps_order))
+            to_kafka.append(kafka_rows(results, spec.output, spec.output.topic, sort=not lookup_join))
         if spec.output.files:
             write_files(
                 file_rows(results), self.settings.path(spec.output.files.path), spec.output.files.format, batch_id
