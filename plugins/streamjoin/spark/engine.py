@@ -14,7 +14,14 @@ from pyspark.sql import types as T
 
 from streamjoin.core.spec import Format, Joiner, PipelineSpec, Shape
 from streamjoin.spark.aggregate import AGG_STATE_SCHEMA, aggregate_stream
-from streamjoin.spark.events import decode_events, partition_max_ts, with_batch_order, with_file_order
+from streamjoin.spark.events import (
+    decode_batch,
+    good_events,
+    partition_max_ts,
+    rejected_records,
+    with_batch_order,
+    with_file_order,
+)
 from streamjoin.spark.foreign_key import join_foreign_key, left_state_schema, right_state_schema
 from streamjoin.spark.projection import joined_value, key_selector
 from streamjoin.spark.serde import spark_type
@@ -60,7 +67,9 @@ def state_schemas(spec: PipelineSpec) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class BatchOutput:
-    #: the decoded batch with order columns (cache it when several outputs are written)
+    #: the decoded batch with order columns and its dead letters: the one frame to cache per batch
+    batch: DataFrame
+    #: the batch's event rows with order columns
     events: DataFrame
     #: join results: key, value, ts, matched, tomb_out, src_*, ORDER, __sub
     results: DataFrame
@@ -81,8 +90,9 @@ def process_batch(
     :param file_order: process rows in ``offset`` order as one task (replay: offsets are line numbers)
         instead of the batch ordering rule.
     """
-    decoded = decode_events(raw, spec)
-    events = with_file_order(decoded.events) if file_order else with_batch_order(decoded.events, state["order"])
+    decoded = decode_batch(raw, spec)
+    batch = with_file_order(decoded) if file_order else with_batch_order(decoded, state["order"])
+    events = good_events(batch)
     join = spec.join
     dropped: DataFrame | None = None
     new_state = {"order": partition_max_ts(events.select("topic", "__partition", "ts"), state["order"])}
@@ -123,7 +133,7 @@ def process_batch(
     else:
         raise NotImplementedError(f"shape {join.shape.value!r} is not implemented on Spark yet")
     results = with_joined_value(results, join.joiner)
-    dead_letters = decoded.dead_letters
+    dead_letters = rejected_records(batch)
     aggregates = None
     if spec.aggregate is not None and join.shape in TABLE_SHAPES:
         table_agg = aggregate_table(results, state["agg"], state["agg_previous"], spec.aggregate)
@@ -136,6 +146,7 @@ def process_batch(
         new_state["agg"] = agg.state
         dead_letters = dead_letters.unionByName(_null_group_letters(agg.null_groups, spec), allowMissingColumns=True)
     return BatchOutput(
+        batch=batch,
         events=events,
         results=results,
         aggregates=aggregates,

@@ -13,7 +13,8 @@ Kafka-shaped rows have the Kafka source's columns: ``key``, ``value`` (binary), 
 ``__task``     the task the record belongs to: its partition for co-partitioned inputs
 ``__eff``      effective timestamp: running max of ``ts`` within the record's topic-partition
 ``__rank``     0 global table, 1 table, 2 stream: at equal time, table updates go first
-``__pos``      ``__eff * 4 + __rank``: the first sort key of ``ORDER`` in one long
+``__pos``      ``__eff * 4 + __rank``: the first sort key of ``ORDER`` in one long (``__eff`` and
+               ``__rank`` are dropped once it is set)
 ``__input``    position of the record's input in the spec
 ``__partition``, ``__offset``: source coordinates, last tie-breakers
 =============  =================================================================================
@@ -22,8 +23,6 @@ Rows are processed in ``ORDER`` (see docs/SEMANTICS.md, "Batch ordering rule").
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -39,14 +38,14 @@ LONG_MIN = -(2**63)
 GLOBAL_EFF = -(2**60)
 
 
-@dataclass(frozen=True)
-class DecodedBatch:
-    events: DataFrame
-    dead_letters: DataFrame  # Kafka-shaped rows plus ``reason``
+#: Columns of the decoded batch that only dead letters use: the original bytes (null on good rows).
+DEAD_KEY, DEAD_VALUE = "__dead_key", "__dead_value"
 
 
-def decode_events(raw: DataFrame, spec: PipelineSpec) -> DecodedBatch:
-    """Decode both sides' records; records that cannot be processed become dead letters with a reason."""
+def decode_batch(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """Decode both sides' records into event columns, in one frame with the records that cannot be
+    processed (``reason`` set, original bytes in ``__dead_key``/``__dead_value``): the one frame a caller
+    caches per batch. :func:`good_events` and :func:`rejected_records` split it."""
     join = spec.join
     left, right = spec.left, spec.right
     lval, lerr = decode(F.col("value"), left.value)
@@ -76,14 +75,13 @@ def decode_events(raw: DataFrame, spec: PipelineSpec) -> DecodedBatch:
         .when(stream_side & F.col("value").isNull(), F.lit("null-value"))
     )
     staged = staged.withColumn("reason", reason).drop("__lookup")
-    dead = staged.filter(F.col("reason").isNotNull())
-    good = staged.filter(F.col("reason").isNull())
+    dead = F.col("reason").isNotNull()
     rank_left, rank_right = ROLE_RANK[left.role], ROLE_RANK[right.role]
-    events = good.select(
+    return staged.select(
         F.when(is_left, F.lit("L")).otherwise(F.lit("R")).alias("side"),
         key.alias("key"),
-        F.when(is_left, lval).cast(spark_type(left.value)).alias("lval"),
-        F.when(~is_left, rval).cast(spark_type(right.value)).alias("rval"),
+        F.when(is_left & ~dead, lval).cast(spark_type(left.value)).alias("lval"),
+        F.when(~is_left & ~dead, rval).cast(spark_type(right.value)).alias("rval"),
         F.col("value").isNull().alias("tomb"),
         F.col("ts").cast("long").alias("ts"),
         F.col("partition").cast("int").alias("__task"),
@@ -92,8 +90,28 @@ def decode_events(raw: DataFrame, spec: PipelineSpec) -> DecodedBatch:
         F.col("partition").cast("int").alias("__partition"),
         F.col("offset").cast("long").alias("__offset"),
         F.col("topic"),
+        F.col("reason"),
+        F.when(dead, F.col("key")).alias(DEAD_KEY),
+        F.when(dead, F.col("value")).alias(DEAD_VALUE),
     )
-    return DecodedBatch(events=events, dead_letters=dead)
+
+
+def good_events(batch: DataFrame) -> DataFrame:
+    """The event rows (see the module docstring) of a decoded batch."""
+    return batch.filter(F.col("reason").isNull()).drop("reason", DEAD_KEY, DEAD_VALUE)
+
+
+def rejected_records(batch: DataFrame) -> DataFrame:
+    """Kafka-shaped rows (original key and value bytes) of the records that cannot be processed, with ``reason``."""
+    return batch.filter(F.col("reason").isNotNull()).select(
+        F.col(DEAD_KEY).alias("key"),
+        F.col(DEAD_VALUE).alias("value"),
+        "topic",
+        F.col("__partition").alias("partition"),
+        F.col("__offset").alias("offset"),
+        "ts",
+        "reason",
+    )
 
 
 def with_batch_order(events: DataFrame, previous_max: DataFrame | None) -> DataFrame:
@@ -104,7 +122,9 @@ def with_batch_order(events: DataFrame, previous_max: DataFrame | None) -> DataF
     The running max is computed on the narrow coordinates only and joined back for the rows where it
     differs from ``ts`` (out-of-order records, a minority): the wide rows are not shuffled for it.
     """
-    coords = events.select("topic", "__partition", "__offset", "ts")
+    # dead letters (``reason`` set, when the frame has it) do not move a partition's time
+    good_ts = F.when(F.col("reason").isNull(), F.col("ts")) if "reason" in events.columns else F.col("ts")
+    coords = events.select("topic", "__partition", "__offset", good_ts.alias("ts"))
     per_partition = (
         Window.partitionBy("topic", "__partition")
         .orderBy("__offset")
@@ -126,7 +146,8 @@ def with_batch_order(events: DataFrame, previous_max: DataFrame | None) -> DataF
 
 
 def with_position(events: DataFrame) -> DataFrame:
-    return events.withColumn("__pos", F.col("__eff") * 4 + F.col("__rank"))
+    """Add ``__pos`` and drop what it was made of: the events are cached, every column costs."""
+    return events.withColumn("__pos", F.col("__eff") * 4 + F.col("__rank")).drop("__eff", "__rank")
 
 
 def with_file_order(events: DataFrame) -> DataFrame:

@@ -116,12 +116,12 @@ def reprocess_day(
     updates of the day) unless ``dry_run``."""
     started = time.monotonic()
     result = DayResult(day=plan.day.isoformat(), dry_run=dry_run)
-    raw = read_ranges(spark, bootstrap, topic_ranges(plan, bootstrap)).persist()
-    result.input_rows = raw.count()
+    raw = read_ranges(spark, bootstrap, topic_ranges(plan, bootstrap))
     state = {name: spark.createDataFrame([], schema) for name, schema in state_schemas(spec).items()}
     out = process_batch(raw, spec, state)
-    # as the streaming job does: cached once, so the aggregate and the counts do not recompute the join
-    events, joined = out.events.persist(), out.results.persist()
+    # as the streaming job does: the decoded batch is cached once; here the join too, for the aggregate
+    result.input_rows = out.batch.persist().count()
+    joined = out.results.persist()
     in_day = (F.col("ts") >= F.lit(plan.start_ms)) & (F.col("ts") < F.lit(plan.end_ms))
     results = file_rows(joined.filter(in_day)).drop("date").persist()
     result.results = results.count()
@@ -141,7 +141,7 @@ def reprocess_day(
             target = partition_path(resolve(path, home), plan.day)
             publish(frame, target, fmt)
             result.paths[name] = str(target)
-    for cached in (results, aggregates, joined, events, raw):
+    for cached in (results, aggregates, joined, out.batch):
         if cached is not None:
             cached.unpersist()
     result.seconds = time.monotonic() - started
