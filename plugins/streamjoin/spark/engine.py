@@ -67,7 +67,7 @@ def state_schemas(spec: PipelineSpec) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class BatchOutput:
-    #: the decoded batch with order columns and its dead letters: the one frame to cache per batch
+    #: the decoded batch and its rejected records: the one frame to cache per batch (read once from Kafka)
     batch: DataFrame
     #: the batch's event rows with order columns
     events: DataFrame
@@ -91,11 +91,10 @@ def process_batch(
         instead of the batch ordering rule.
     """
     decoded = decode_batch(raw, spec)
-    batch = with_file_order(decoded) if file_order else with_batch_order(decoded, state["order"])
-    events = good_events(batch)
+    events = good_events(with_file_order(decoded) if file_order else with_batch_order(decoded, state["order"]))
     join = spec.join
     dropped: DataFrame | None = None
-    new_state = {"order": partition_max_ts(events.select("topic", "__partition", "ts"), state["order"])}
+    new_state = {"order": partition_max_ts(good_events(decoded).select("topic", "__partition", "ts"), state["order"])}
     if join.shape is Shape.STREAM_TABLE and spec.right.versioned is not None:
         vt = join_stream_table_versioned(
             events,
@@ -133,7 +132,7 @@ def process_batch(
     else:
         raise NotImplementedError(f"shape {join.shape.value!r} is not implemented on Spark yet")
     results = with_joined_value(results, join.joiner)
-    dead_letters = rejected_records(batch)
+    dead_letters = rejected_records(decoded)
     aggregates = None
     if spec.aggregate is not None and join.shape in TABLE_SHAPES:
         table_agg = aggregate_table(results, state["agg"], state["agg_previous"], spec.aggregate)
@@ -146,7 +145,7 @@ def process_batch(
         new_state["agg"] = agg.state
         dead_letters = dead_letters.unionByName(_null_group_letters(agg.null_groups, spec), allowMissingColumns=True)
     return BatchOutput(
-        batch=batch,
+        batch=decoded,
         events=events,
         results=results,
         aggregates=aggregates,

@@ -120,7 +120,9 @@ def with_batch_order(events: DataFrame, previous_max: DataFrame | None) -> DataF
     Global-table records get the smallest value: they are applied before the batch's other records.
 
     The running max is computed on the narrow coordinates only and joined back for the rows where it
-    differs from ``ts`` (out-of-order records, a minority): the wide rows are not shuffled for it.
+    differs from ``ts`` (out-of-order records, a minority): the wide rows are not shuffled for it. Those
+    few rows are checkpointed locally when first computed, so every later use of the ordered events is a
+    broadcast join against ``events`` (which the caller caches), not another window over the batch.
     """
     # dead letters (``reason`` set, when the frame has it) do not move a partition's time
     good_ts = F.when(F.col("reason").isNull(), F.col("ts")) if "reason" in events.columns else F.col("ts")
@@ -138,6 +140,7 @@ def with_batch_order(events: DataFrame, previous_max: DataFrame | None) -> DataF
         coords.withColumn("__late_eff", running)
         .filter(F.col("__late_eff") > F.col("ts"))
         .select("topic", "__partition", "__offset", "__late_eff")
+        .localCheckpoint(eager=False)  # blocks freed by Spark's cleaner once the frame is unreferenced
     )
     events = events.join(F.broadcast(late), ["topic", "__partition", "__offset"], "left")
     eff = F.coalesce(F.col("__late_eff"), F.col("ts"))
