@@ -63,7 +63,7 @@ class BatchWriter:
         started = time.monotonic()
         state = self.store.load(self.spark, batch_id, state_schemas(self.spec))
         out = process_batch(raw, self.spec, state)
-        # the decoded, ordered batch is the one cached copy: Kafka is read once, every output derives from it
+        # the decoded batch is the one cached copy: Kafka is read once, every output derives from it
         input_rows = out.batch.persist().count()
         counts = {"input_rows": input_rows, **self._write(out, batch_id)}
         self.store.save(batch_id, out.state)
