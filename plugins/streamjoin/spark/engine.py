@@ -15,6 +15,7 @@ from pyspark.sql import types as T
 from streamjoin.core.spec import Format, Joiner, PipelineSpec, Shape
 from streamjoin.spark.aggregate import AGG_STATE_SCHEMA, aggregate_stream
 from streamjoin.spark.events import (
+    LOOKUP_KEY,
     decode_batch,
     good_events,
     partition_max_ts,
@@ -23,7 +24,7 @@ from streamjoin.spark.events import (
     with_file_order,
 )
 from streamjoin.spark.foreign_key import join_foreign_key, left_state_schema, right_state_schema
-from streamjoin.spark.projection import joined_value, key_selector
+from streamjoin.spark.projection import joined_value
 from streamjoin.spark.serde import spark_type
 from streamjoin.spark.sinks import encode_value
 from streamjoin.spark.stream_stream import CLOCK_SCHEMA, join_stream_stream, store_schema
@@ -108,7 +109,7 @@ def process_batch(
         new_state |= {"history": vt.history, "buffer": vt.buffer, "clock": vt.clock}
         results = vt.results
     elif join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE):
-        lookup = key_selector(join.key_selector) if join.key_selector is not None else None
+        lookup = F.col(LOOKUP_KEY) if join.key_selector is not None else None
         step = join_stream_table(events, state["table"], join.kind, lookup)
         new_state["table"] = step.table_state
         results = step.results

@@ -40,6 +40,8 @@ GLOBAL_EFF = -(2**60)
 
 #: Columns of the decoded batch that only dead letters use: the original bytes (null on good rows).
 DEAD_KEY, DEAD_VALUE = "__dead_key", "__dead_value"
+#: Global-table joins with a key selector: the table key each stream record looks up (computed once).
+LOOKUP_KEY = "__lookup"
 
 
 def decode_batch(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
@@ -62,11 +64,11 @@ def decode_batch(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
             raw.withColumn("__raw_key", F.col("key"))
             .withColumn("key", key)
             .withColumn("lval", F.when(is_left & lerr.isNull(), lval))
-            .withColumn("__lookup", F.when(F.col("lval").isNotNull(), lookup))
+            .withColumn(LOOKUP_KEY, F.when(F.col("lval").isNotNull(), lookup))
             .withColumn("key", F.col("__raw_key"))
             .drop("__raw_key", "lval")
         )
-        needs_key = ~is_left | F.col("__lookup").isNull()
+        needs_key = ~is_left | F.col(LOOKUP_KEY).isNull()
     stream_side = (is_left & F.lit(left.role is Role.STREAM)) | (~is_left & F.lit(right.role is Role.STREAM))
     reason = (
         F.when(needs_key & F.col("key").isNull(), F.lit("null-key"))
@@ -74,7 +76,8 @@ def decode_batch(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
         .when(~is_left & rerr.isNotNull(), rerr)
         .when(stream_side & F.col("value").isNull(), F.lit("null-value"))
     )
-    staged = staged.withColumn("reason", reason).drop("__lookup")
+    staged = staged.withColumn("reason", reason)
+    lookup_column = [F.col(LOOKUP_KEY)] if LOOKUP_KEY in staged.columns else []
     dead = F.col("reason").isNotNull()
     rank_left, rank_right = ROLE_RANK[left.role], ROLE_RANK[right.role]
     return staged.select(
@@ -93,6 +96,7 @@ def decode_batch(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
         F.col("reason"),
         F.when(dead, F.col("key")).alias(DEAD_KEY),
         F.when(dead, F.col("value")).alias(DEAD_VALUE),
+        *lookup_column,
     )
 
 
@@ -124,8 +128,8 @@ def with_batch_order(events: DataFrame, previous_max: DataFrame | None) -> DataF
     few rows are checkpointed locally when first computed, so every later use of the ordered events is a
     broadcast join against ``events`` (which the caller caches), not another window over the batch.
     """
-    # dead letters (``reason`` set, when the frame has it) do not move a partition's time
-    good_ts = F.when(F.col("reason").isNull(), F.col("ts")) if "reason" in events.columns else F.col("ts")
+    # rejected records (``reason`` set) do not move a partition's time
+    good_ts = F.when(F.col("reason").isNull(), F.col("ts"))
     coords = events.select("topic", "__partition", "__offset", good_ts.alias("ts"))
     per_partition = (
         Window.partitionBy("topic", "__partition")
@@ -149,7 +153,7 @@ def with_batch_order(events: DataFrame, previous_max: DataFrame | None) -> DataF
 
 
 def with_position(events: DataFrame) -> DataFrame:
-    """Add ``__pos`` and drop what it was made of: the events are cached, every column costs."""
+    """Add ``__pos`` and drop what it was made of: every later step carries fewer columns."""
     return events.withColumn("__pos", F.col("__eff") * 4 + F.col("__rank")).drop("__eff", "__rank")
 
 
