@@ -1,6 +1,6 @@
 """``streamjoin`` command line: ``replay`` runs a spec over a file of records through Spark, no Kafka.
 
-    streamjoin replay include/pipelines/X.yaml --events events.jsonl [--out out.jsonl] [--batch]
+streamjoin replay include/pipelines/X.yaml --events events.jsonl [--out out.jsonl] [--batch]
 """
 
 from __future__ import annotations

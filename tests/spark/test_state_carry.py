@@ -9,7 +9,7 @@ import pytest
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.spec import load_spec
 from streamjoin.demo.sample import EXPECTED_TOTALS, sample_records
-from streamjoin.spark.engine import process_batch, state_schemas
+from streamjoin.spark.engine import SMALL_STATES, process_batch, state_schemas
 from streamjoin.spark.replay import raw_frame
 from streamjoin.spark.state import StateStore
 
@@ -20,7 +20,7 @@ SPEC = load_spec(PROJECT_HOME / "include/pipelines/clicks_per_region.yaml")
 def test_two_micro_batches_with_stored_state_give_the_one_batch_totals(spark, tmp_path: Path) -> None:
     rows = [{"topic": r.topic, "key": r.key, "value": r.value, "ts": 10_000 + r.offset_ms} for r in sample_records()]
     raw = raw_frame(spark, SPEC, rows, batch=True)  # offsets per topic-partition, as Kafka assigns them
-    store = StateStore(tmp_path / "state")
+    store = StateStore(tmp_path / "state", small=SMALL_STATES)
     totals: dict[str, int] = {}
     for batch_id, (lo, hi) in enumerate([(0, 20_000), (20_000, 10**9)]):
         part = raw.filter((raw.ts - 10_000 >= lo) & (raw.ts - 10_000 < hi))

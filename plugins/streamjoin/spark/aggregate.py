@@ -23,9 +23,14 @@ AGG_STATE_SCHEMA = "`group` string, total long, max_ts long"
 
 @dataclass(frozen=True)
 class AggregateStep:
-    rows: DataFrame  # key (group), value (total), ts, ORDER, __sub
+    #: key (group), value (total), ts, ORDER, __sub
+    rows: DataFrame
     null_groups: DataFrame
     state: DataFrame
+    #: frames this step cached (``rows`` derives from them), for the caller to unpersist after the batch
+    cached: tuple[DataFrame, ...] = ()
+    #: every group's rows sit in one partition in emission order: no sort needed before a sink
+    in_order: bool = False
 
 
 def aggregate_stream(results: DataFrame, state: DataFrame, agg: Aggregate) -> AggregateStep:
@@ -34,47 +39,67 @@ def aggregate_stream(results: DataFrame, state: DataFrame, agg: Aggregate) -> Ag
     staged = results.filter(~F.col("tomb_out")).select(
         selector(agg.group_by, T.StringType()).alias("group"), amount.alias("amount"), "ts", "__sub", *ORDER
     )
-    null_groups = staged.filter(F.col("group").isNull())
     if agg.emit is Emit.PER_BATCH:
-        return _aggregate_per_batch(staged.filter(F.col("group").isNotNull()), state, null_groups)
-    running = (
-        Window.partitionBy("group").orderBy(*ORDER, "__sub").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    rows = (
-        staged.filter(F.col("group").isNotNull())
-        .join(F.broadcast(state), "group", "left")
+        return _aggregate_per_batch(staged, state)
+    ordered = Window.partitionBy("group").orderBy(*ORDER, "__sub")
+    running = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    # one pass over the join results, cached: the null groups' rows (dead letters) ride along in the window
+    # rather than computing the join again for them
+    windowed = (
+        staged.join(F.broadcast(state), "group", "left")
         .select(
             F.col("group").alias("key"),
             (F.sum("amount").over(running) + F.coalesce(F.col("total"), F.lit(0))).alias("value"),
             F.greatest(F.max("ts").over(running), F.coalesce(F.col("max_ts"), F.col("ts"))).alias("ts"),
+            F.col("ts").alias("__result_ts"),
+            F.lead(F.lit(True)).over(ordered).isNull().alias("__last"),  # the group's last row this batch
             "__sub",
             *ORDER,
         )
+        .persist()
     )
-    last = rows.groupBy("key").agg(
-        F.max_by(F.struct("value", "ts", "__sub", *ORDER), F.struct(*ORDER, "__sub")).alias("u")
+    # the window leaves each group's rows in one partition in emission order: no sort before the sink
+    by_group = windowed.filter(F.col("key").isNotNull())
+    rows = by_group.drop("__result_ts", "__last")
+    null_groups = windowed.filter(F.col("key").isNull()).select(F.col("__result_ts").alias("ts"), "__sub", *ORDER)
+    last = by_group.filter("__last").select(
+        F.col("key").alias("group"), F.col("value").alias("total"), F.col("ts").alias("max_ts")
     )
-    new_state = state.join(last.withColumnRenamed("key", "group"), "group", "left_anti").unionByName(
-        last.select(F.col("key").alias("group"), F.col("u.value").alias("total"), F.col("u.ts").alias("max_ts"))
-    )
-    return AggregateStep(rows=rows, null_groups=null_groups, state=new_state)
+    new_state = state.join(last.select("group"), "group", "left_anti").unionByName(last)
+    return AggregateStep(rows=rows, null_groups=null_groups, state=new_state, cached=(windowed,), in_order=True)
 
 
-def _aggregate_per_batch(staged: DataFrame, state: DataFrame, null_groups: DataFrame) -> AggregateStep:
+def _aggregate_per_batch(staged: DataFrame, state: DataFrame) -> AggregateStep:
     """One update per group per micro-batch: a hash aggregation, no sort (Kafka Streams' cache does the
-    same with its commit interval)."""
-    sums = staged.groupBy("group").agg(
-        F.sum("amount").alias("added"), F.max("ts").alias("batch_ts"), F.max(F.struct(*ORDER)).alias("o")
+    same with its commit interval). The few totals are cached, and computed at once: only a batch with
+    null groups reads the join results again, for their dead letters."""
+    # a max over a struct needs a sort-based aggregation: take it over one row per source partition, in
+    # which ORDER grows with the offset (the last record holds the largest position and offset)
+    per_source = staged.groupBy("group", "__input", "__partition").agg(
+        F.sum("amount").alias("added"),
+        F.max("ts").alias("batch_ts"),
+        F.max("__pos").alias("__pos"),
+        F.max("__offset").alias("__offset"),
     )
-    totals = sums.join(F.broadcast(state), "group", "left").select(
-        "group",
-        (F.col("added") + F.coalesce(F.col("total"), F.lit(0))).alias("total"),
-        F.greatest(F.col("batch_ts"), F.coalesce(F.col("max_ts"), F.col("batch_ts"))).alias("max_ts"),
-        "o",
+    sums = per_source.groupBy("group").agg(
+        F.sum("added").alias("added"), F.max("batch_ts").alias("batch_ts"), F.max(F.struct(*ORDER)).alias("o")
     )
-    rows = totals.select(
+    totals = (
+        sums.join(F.broadcast(state), "group", "left")
+        .select(
+            "group",
+            (F.col("added") + F.coalesce(F.col("total"), F.lit(0))).alias("total"),
+            F.greatest(F.col("batch_ts"), F.coalesce(F.col("max_ts"), F.col("batch_ts"))).alias("max_ts"),
+            "o",
+        )
+        .persist()
+    )
+    has_null_group = totals.filter(F.col("group").isNull()).count() > 0
+    null_groups = staged.filter(F.col("group").isNull()) if has_null_group else staged.limit(0)
+    totals_by_group = totals.filter(F.col("group").isNotNull())
+    rows = totals_by_group.select(
         F.col("group").alias("key"), F.col("total").alias("value"), F.col("max_ts").alias("ts"),
         F.lit(0).alias("__sub"), *[F.col(f"o.{c}").alias(c) for c in ORDER],
     )  # fmt: skip
-    new_state = state.join(totals.select("group"), "group", "left_anti").unionByName(totals.drop("o"))
-    return AggregateStep(rows=rows, null_groups=null_groups, state=new_state)
+    new_state = state.join(totals_by_group.select("group"), "group", "left_anti").unionByName(totals_by_group.drop("o"))
+    return AggregateStep(rows=rows, null_groups=null_groups, state=new_state, cached=(totals,))

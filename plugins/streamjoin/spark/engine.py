@@ -16,10 +16,12 @@ from streamjoin.core.spec import Format, Joiner, PipelineSpec, Shape
 from streamjoin.spark.aggregate import AGG_STATE_SCHEMA, aggregate_stream
 from streamjoin.spark.events import (
     LOOKUP_KEY,
+    BatchSummary,
     decode_batch,
     good_events,
     partition_max_ts,
     rejected_records,
+    summarize,
     with_batch_order,
     with_file_order,
 )
@@ -35,6 +37,8 @@ from streamjoin.spark.table_aggregate import PREVIOUS_SCHEMA, aggregate_table
 from streamjoin.spark.table_table import join_table_table, side_state_schema
 
 ORDER_STATE_SCHEMA = "topic string, __partition int, max_ts long"
+#: states of a few rows per partition, kept as JSON by the state store
+SMALL_STATES = frozenset({"order", "clock"})
 #: shapes whose results are a table (updates replace earlier results per key): aggregated with subtraction
 TABLE_SHAPES = (Shape.TABLE_TABLE, Shape.TABLE_TABLE_FK)
 
@@ -68,19 +72,27 @@ def state_schemas(spec: PipelineSpec) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class BatchOutput:
-    #: the decoded batch and its rejected records: the one frame to cache per batch (read once from Kafka)
-    batch: DataFrame
+    summary: BatchSummary
     #: the batch's event rows with order columns
     events: DataFrame
     #: join results: key, value, ts, matched, tomb_out, src_*, ORDER, __sub
     results: DataFrame
-    #: aggregate changelog rows: key, value, ts, ORDER, __sub (None without an aggregate)
+    #: aggregate changelog rows: key, value, ts, ORDER, __sub (None without an aggregate), cached
     aggregates: DataFrame | None
     #: Kafka-shaped input rows that could not be processed, with ``reason``
     dead_letters: DataFrame
     state: dict[str, DataFrame]
     #: records dropped by the join's rules (stream-stream: late), event rows; None if the shape drops none
     dropped: DataFrame | None = None
+    #: frames cached for this batch (first the decoded batch: Kafka is read once); the caller unpersists
+    #: them with :meth:`release` once the outputs are written
+    cached: tuple[DataFrame, ...] = ()
+    #: every key's aggregate rows already sit in one partition in emission order (no sort before a sink)
+    aggregates_in_order: bool = False
+
+    def release(self) -> None:
+        for frame in self.cached:
+            frame.unpersist()
 
 
 def process_batch(
@@ -91,11 +103,12 @@ def process_batch(
     :param file_order: process rows in ``offset`` order as one task (replay: offsets are line numbers)
         instead of the batch ordering rule.
     """
-    decoded = decode_batch(raw, spec)
+    decoded = decode_batch(raw, spec).persist()
+    summary = summarize(decoded)
     events = good_events(with_file_order(decoded) if file_order else with_batch_order(decoded, state["order"]))
     join = spec.join
     dropped: DataFrame | None = None
-    new_state = {"order": partition_max_ts(good_events(decoded).select("topic", "__partition", "ts"), state["order"])}
+    new_state = {"order": partition_max_ts(raw.sparkSession, summary, state["order"])}
     if join.shape is Shape.STREAM_TABLE and spec.right.versioned is not None:
         vt = join_stream_table_versioned(
             events,
@@ -110,7 +123,7 @@ def process_batch(
         results = vt.results
     elif join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE):
         lookup = F.col(LOOKUP_KEY) if join.key_selector is not None else None
-        step = join_stream_table(events, state["table"], join.kind, lookup)
+        step = join_stream_table(events, state["table"], join.kind, lookup, has_updates=summary.good["R"] > 0)
         new_state["table"] = step.table_state
         results = step.results
     elif join.shape is Shape.STREAM_STREAM:
@@ -135,24 +148,31 @@ def process_batch(
     results = with_joined_value(results, join.joiner)
     dead_letters = rejected_records(decoded)
     aggregates = None
+    cached: tuple[DataFrame, ...] = (decoded,)
+    aggregates_in_order = False
     if spec.aggregate is not None and join.shape in TABLE_SHAPES:
         table_agg = aggregate_table(results, state["agg"], state["agg_previous"], spec.aggregate)
-        aggregates = table_agg.rows
+        aggregates = table_agg.rows.persist()
+        cached += (aggregates,)
         new_state |= {"agg": table_agg.state, "agg_previous": table_agg.previous}
         dead_letters = dead_letters.unionByName(_result_letters(table_agg.null_groups, spec))
     elif spec.aggregate is not None:
         agg = aggregate_stream(results, state["agg"], spec.aggregate)
-        aggregates = agg.rows
+        aggregates = agg.rows if agg.cached else agg.rows.persist()
+        cached += agg.cached or (aggregates,)
+        aggregates_in_order = agg.in_order
         new_state["agg"] = agg.state
         dead_letters = dead_letters.unionByName(_null_group_letters(agg.null_groups, spec), allowMissingColumns=True)
     return BatchOutput(
-        batch=decoded,
+        summary=summary,
         events=events,
         results=results,
         aggregates=aggregates,
         dead_letters=dead_letters,
         state=new_state,
         dropped=dropped,
+        cached=cached,
+        aggregates_in_order=aggregates_in_order,
     )
 
 

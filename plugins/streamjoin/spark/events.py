@@ -24,7 +24,9 @@ Rows are processed in ``ORDER`` (see docs/SEMANTICS.md, "Batch ordering rule").
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from streamjoin.core.spec import PipelineSpec, Role, Shape
@@ -162,9 +164,42 @@ def with_file_order(events: DataFrame) -> DataFrame:
     return with_position(events.withColumn("__eff", F.col("__offset")).withColumn("__task", F.lit(0)))
 
 
-def partition_max_ts(events: DataFrame, previous_max: DataFrame | None) -> DataFrame:
+@dataclass(frozen=True)
+class BatchSummary:
+    """Counts of a decoded batch and each topic-partition's max timestamp, from one small Spark job."""
+
+    #: ``(topic, partition) -> max ts`` of the good records (None: the partition had only rejected ones)
+    max_ts: dict[tuple[str, int], int | None]
+    rows: int
+    rejected: int
+    #: good records per side (``"L"``, ``"R"``)
+    good: dict[str, int]
+
+
+def summarize(batch: DataFrame) -> BatchSummary:
+    """Summarise a decoded batch (best cached first: this runs a job over it)."""
+    good_ts = F.when(F.col("reason").isNull(), F.col("ts"))
+    rows = (
+        batch.groupBy("topic", "__partition", "side")
+        .agg(F.count(F.lit(1)).alias("rows"), F.count("reason").alias("rejected"), F.max(good_ts).alias("max_ts"))
+        .collect()
+    )
+    max_ts: dict[tuple[str, int], int | None] = {}
+    good = {"L": 0, "R": 0}
+    for r in rows:
+        coords = (r["topic"], r["__partition"])
+        known = [t for t in (max_ts.get(coords), r["max_ts"]) if t is not None]
+        max_ts[coords] = max(known) if known else None
+        good[r["side"]] += r["rows"] - r["rejected"]
+    return BatchSummary(
+        max_ts=max_ts, rows=sum(r["rows"] for r in rows), rejected=sum(r["rejected"] for r in rows), good=good
+    )
+
+
+def partition_max_ts(spark: SparkSession, summary: BatchSummary, previous_max: DataFrame) -> DataFrame:
     """The per topic-partition max timestamp after this batch (state for the next batch's order)."""
-    current = events.groupBy("topic", "__partition").agg(F.max("ts").alias("max_ts"))
-    if previous_max is None:
-        return current
+    current = spark.createDataFrame(
+        [(topic, partition, ts) for (topic, partition), ts in summary.max_ts.items() if ts is not None],
+        previous_max.schema,
+    )
     return current.unionByName(previous_max).groupBy("topic", "__partition").agg(F.max("max_ts").alias("max_ts"))

@@ -107,6 +107,7 @@ def replay(
                 "headers": {"reason": r["reason"], "source_topic": r["topic"]},
             }
         )
+    out.release()
     return result
 
 

@@ -119,8 +119,8 @@ def reprocess_day(
     raw = read_ranges(spark, bootstrap, topic_ranges(plan, bootstrap))
     state = {name: spark.createDataFrame([], schema) for name, schema in state_schemas(spec).items()}
     out = process_batch(raw, spec, state)
-    # as the streaming job does: the decoded batch is cached once; here the join too, for the aggregate
-    result.input_rows = out.batch.persist().count()
+    # the decoded batch is cached by process_batch; here the join too, for the aggregate
+    result.input_rows = out.summary.rows
     joined = out.results.persist()
     in_day = (F.col("ts") >= F.lit(plan.start_ms)) & (F.col("ts") < F.lit(plan.end_ms))
     results = file_rows(joined.filter(in_day)).drop("date").persist()
@@ -141,7 +141,8 @@ def reprocess_day(
             target = partition_path(resolve(path, home), plan.day)
             publish(frame, target, fmt)
             result.paths[name] = str(target)
-    for cached in (results, aggregates, joined, out.batch):
+    out.release()
+    for cached in (results, aggregates, joined):
         if cached is not None:
             cached.unpersist()
     result.seconds = time.monotonic() - started

@@ -30,6 +30,9 @@ def build_session(
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # each micro-batch is cached once and read a few times: building a compressed cache costs more
+        # (1.3-2.0 s vs 0.9 s for 600k decoded records on 2 cores) than the memory it saves
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
         **(extra_conf or {}),
     }
     if with_kafka and "spark.jars" not in conf and not SparkConf().contains("spark.jars"):

@@ -51,18 +51,32 @@ def table_intervals(updates: DataFrame, table_state: DataFrame) -> DataFrame:
 
 
 def join_stream_table(
-    events: DataFrame, table_state: DataFrame, kind: Kind, lookup_key: Column | None = None
+    events: DataFrame,
+    table_state: DataFrame,
+    kind: Kind,
+    lookup_key: Column | None = None,
+    *,
+    has_updates: bool = True,
 ) -> JoinStep:
     """Join the batch's stream records (side L) with the table (side R) and carry the table forward.
 
     :param lookup_key: for global tables, the table key derived from the stream record (default: its key).
+    :param has_updates: False when the batch holds no table records: the table state is looked up as it
+        is and carried on unchanged (the same frame, which the state store then does not write again).
     """
     stream = events.filter(F.col("side") == "L").drop("rval", "tomb")
     stream = stream.withColumn("__stream_key", F.col("key"))
     if lookup_key is not None:
         stream = stream.withColumn("key", lookup_key)
     updates = events.filter(F.col("side") == "R")
-    intervals = F.broadcast(table_intervals(updates, table_state).drop("__partition", "__offset"))
+    if has_updates:
+        intervals = table_intervals(updates, table_state).drop("__partition", "__offset")
+    else:
+        intervals = table_state.select(
+            "key", "rval", F.lit(False).alias("tomb"), F.lit(LONG_MIN).alias("__start"),
+            F.lit(None).cast("long").alias("__end"),
+        )  # fmt: skip
+    intervals = F.broadcast(intervals)
     s, i = stream.alias("s"), intervals.alias("i")
     inside = (
         (F.col("s.key") == F.col("i.key"))
@@ -87,7 +101,8 @@ def join_stream_table(
     )
     if kind is Kind.INNER:
         results = results.filter("matched")
-    return JoinStep(results=results, table_state=latest_table_state(updates, table_state))
+    new_state = latest_table_state(updates, table_state) if has_updates else table_state
+    return JoinStep(results=results, table_state=new_state)
 
 
 def latest_table_state(updates: DataFrame, table_state: DataFrame) -> DataFrame:
