@@ -109,6 +109,7 @@ def process_batch(
     join = spec.join
     dropped: DataFrame | None = None
     new_state = {"order": partition_max_ts(raw.sparkSession, summary, state["order"])}
+    cached: tuple[DataFrame, ...] = (decoded,)
     if join.shape is Shape.STREAM_TABLE and spec.right.versioned is not None:
         vt = join_stream_table_versioned(
             events,
@@ -126,6 +127,7 @@ def process_batch(
         step = join_stream_table(events, state["table"], join.kind, lookup, has_updates=summary.good["R"] > 0)
         new_state["table"] = step.table_state
         results = step.results
+        cached += step.cached
     elif join.shape is Shape.STREAM_STREAM:
         ss = join_stream_stream(events, state["window_store"], state["clock"], join)
         new_state |= {"window_store": ss.store, "clock": ss.clock}
@@ -148,7 +150,6 @@ def process_batch(
     results = with_joined_value(results, join.joiner)
     dead_letters = rejected_records(decoded)
     aggregates = None
-    cached: tuple[DataFrame, ...] = (decoded,)
     aggregates_in_order = False
     if spec.aggregate is not None and join.shape in TABLE_SHAPES:
         table_agg = aggregate_table(results, state["agg"], state["agg_previous"], spec.aggregate)

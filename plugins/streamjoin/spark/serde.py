@@ -35,11 +35,8 @@ def decode(raw: Column, serde: Serde) -> tuple[Column, Column]:
     if serde.format is Format.STRING:
         return raw.cast("string"), F.lit(None).cast("string")
     if serde.format is Format.LONG:
-        # big-endian signed 64-bit from two unsigned 32-bit halves; all arithmetic fits in a long
-        high = F.conv(F.hex(F.substring(raw, 1, 4)), 16, 10).cast("long")
-        low = F.conv(F.hex(F.substring(raw, 5, 4)), 16, 10).cast("long")
-        signed_high = F.when(high >= 2**31, high - 2**32).otherwise(high)
-        signed = signed_high * F.lit(2**32) + low
+        # big-endian two's complement: conv with a negative base reads the 16 hex digits as a signed long
+        signed = F.conv(F.hex(raw), 16, -10).cast("long")
         ok = F.length(raw) == 8
         error = F.when(
             raw.isNotNull() & ~ok,

@@ -35,6 +35,8 @@ TABLE_STATE_COLUMNS = ["key", "rval", "rts"]
 class JoinStep:
     results: DataFrame
     table_state: DataFrame
+    #: frames this step cached, for the caller to unpersist after the batch
+    cached: tuple[DataFrame, ...] = ()
 
 
 def table_intervals(updates: DataFrame, table_state: DataFrame) -> DataFrame:
@@ -69,15 +71,17 @@ def join_stream_table(
     if lookup_key is not None:
         stream = stream.withColumn("key", lookup_key)
     updates = events.filter(F.col("side") == "R")
+    cached: tuple[DataFrame, ...] = ()
     if has_updates:
-        intervals = table_intervals(updates, table_state).drop("__partition", "__offset")
+        # cached: the join broadcasts it and the new table state is its last interval per key
+        intervals = table_intervals(updates, table_state).drop("__partition", "__offset").persist()
+        cached = (intervals,)
     else:
         intervals = table_state.select(
             "key", "rval", F.lit(False).alias("tomb"), F.lit(LONG_MIN).alias("__start"),
             F.lit(None).cast("long").alias("__end"),
         )  # fmt: skip
-    intervals = F.broadcast(intervals)
-    s, i = stream.alias("s"), intervals.alias("i")
+    s, i = stream.alias("s"), F.broadcast(intervals).alias("i")
     inside = (
         (F.col("s.key") == F.col("i.key"))
         & (F.col("s.__pos") >= F.col("i.__start"))
@@ -101,11 +105,10 @@ def join_stream_table(
     )
     if kind is Kind.INNER:
         results = results.filter("matched")
-    new_state = latest_table_state(updates, table_state) if has_updates else table_state
-    return JoinStep(results=results, table_state=new_state)
+    new_state = latest_table_state(intervals) if has_updates else table_state
+    return JoinStep(results=results, table_state=new_state, cached=cached)
 
 
-def latest_table_state(updates: DataFrame, table_state: DataFrame) -> DataFrame:
+def latest_table_state(intervals: DataFrame) -> DataFrame:
     """The table after this batch's updates in ``ORDER`` (tombstones delete): each key's last interval."""
-    last = table_intervals(updates, table_state).filter(F.col("__end").isNull() & ~F.col("tomb"))
-    return last.select(*TABLE_STATE_COLUMNS)
+    return intervals.filter(F.col("__end").isNull() & ~F.col("tomb")).select(*TABLE_STATE_COLUMNS)
