@@ -132,6 +132,7 @@ def process_batch(
         ss = join_stream_stream(events, state["window_store"], state["clock"], join)
         new_state |= {"window_store": ss.store, "clock": ss.clock}
         results, dropped = ss.results, ss.late
+        cached += ss.cached
     elif join.shape is Shape.TABLE_TABLE:
         versioned = (spec.left.versioned is not None, spec.right.versioned is not None)
         tt = join_table_table(events, state["left_table"], state["right_table"], join.kind, versioned=versioned)

@@ -71,7 +71,8 @@ class StateStore:
             elif loaded is not None and loaded[0] is frame:
                 (target / f"{name}{_REF}").write_text(loaded[1])
             else:
-                frame.coalesce(1).write.mode("overwrite").parquet(str(target / name))
+                # no coalesce(1): it would run the whole computation of the state in one task
+                frame.write.mode("overwrite").parquet(str(target / name))
         (target / _COMMITTED).write_text(str(batch_id))
         self._prune()
 

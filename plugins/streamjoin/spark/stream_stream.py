@@ -73,6 +73,8 @@ class StreamStreamStep:
     late: DataFrame
     store: DataFrame
     clock: DataFrame
+    #: frames this step cached, for the caller to unpersist after the batch
+    cached: tuple[DataFrame, ...] = ()
 
 
 def with_task_clock(events: DataFrame, clock: DataFrame, time_of: Column) -> DataFrame:
@@ -174,7 +176,8 @@ def join_stream_stream(
     before, after, grace = join.window.before, join.window.after, join.grace
     if keeps is None:
         keeps = {Kind.INNER: (), Kind.LEFT: ("L",), Kind.OUTER: ("L", "R")}[join.kind]
-    rows = with_task_clock(events, clock, F.col("ts"))
+    # cached: the clock's sort over the batch feeds the matches, the pending records, the store and the clock
+    rows = with_task_clock(events, clock, F.col("ts")).persist()
     close = F.col("ts") + F.when(F.col("side") == "L", F.lit(after)).otherwise(F.lit(before)) + grace
     rows = rows.withColumn("__close", close).withColumn("__late", F.col("__close") < F.col("__st"))
     late = rows.filter("__late").drop("__late", "__close", "__adv")
@@ -182,7 +185,7 @@ def join_stream_stream(
     carried = store.withColumn("__seq", F.col("seq")).withColumn(
         "__close", F.col("ts") + F.when(F.col("side") == "L", F.lit(after)).otherwise(F.lit(before)) + grace
     )
-    matches = _matches(batch, carried, before, after)
+    matches = _matches(batch, carried, before, after).persist()  # feeds the results and the store
 
     # pending candidates: carried pending records and the batch's unmatched records of a kept side
     first_l = matches.groupBy("__task", F.col("l_seq").alias("__cand")).agg(F.min("__emit").alias("__m"))
@@ -278,4 +281,4 @@ def join_stream_stream(
         .filter(F.col("ts") >= horizon)
         .select(*STORE_COLUMNS)
     )
-    return StreamStreamStep(results=results, late=late, store=new_store, clock=new_clock)
+    return StreamStreamStep(results=results, late=late, store=new_store, clock=new_clock, cached=(rows, matches))
