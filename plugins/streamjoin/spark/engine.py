@@ -16,6 +16,7 @@ from streamjoin.core.spec import Format, Joiner, PipelineSpec, Shape
 from streamjoin.spark.aggregate import AGG_STATE_SCHEMA, aggregate_stream
 from streamjoin.spark.events import (
     LOOKUP_KEY,
+    ORDER_STATE_SCHEMA,
     BatchSummary,
     decode_batch,
     good_events,
@@ -36,7 +37,6 @@ from streamjoin.spark.stream_table_versioned import buffer_schema, history_schem
 from streamjoin.spark.table_aggregate import PREVIOUS_SCHEMA, aggregate_table
 from streamjoin.spark.table_table import join_table_table, side_state_schema
 
-ORDER_STATE_SCHEMA = "topic string, __partition int, max_ts long"
 #: states of a few rows per partition, kept as JSON by the state store
 SMALL_STATES = frozenset({"order", "clock"})
 #: shapes whose results are a table (updates replace earlier results per key): aggregated with subtraction

@@ -30,10 +30,13 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from streamjoin.core.spec import PipelineSpec, Role, Shape
+from streamjoin.spark.local_frames import local_frame
 from streamjoin.spark.projection import key_selector
 from streamjoin.spark.serde import decode, spark_type
 
 ORDER = ["__pos", "__input", "__partition", "__offset"]
+#: state of the batch order: each topic-partition's max timestamp so far
+ORDER_STATE_SCHEMA = "topic string, __partition int, max_ts long"
 ROLE_RANK = {Role.GLOBAL_TABLE: 0, Role.TABLE: 1, Role.STREAM: 2}
 LONG_MIN = -(2**63)
 #: ``__eff`` of global-table records in batch order: before everything, and ``__eff * 4`` still fits a long.
@@ -197,9 +200,11 @@ def summarize(batch: DataFrame) -> BatchSummary:
 
 
 def partition_max_ts(spark: SparkSession, summary: BatchSummary, previous_max: DataFrame) -> DataFrame:
-    """The per topic-partition max timestamp after this batch (state for the next batch's order)."""
-    current = spark.createDataFrame(
-        [(topic, partition, ts) for (topic, partition), ts in summary.max_ts.items() if ts is not None],
-        previous_max.schema,
-    )
-    return current.unionByName(previous_max).groupBy("topic", "__partition").agg(F.max("max_ts").alias("max_ts"))
+    """The per topic-partition max timestamp after this batch (state for the next batch's order): a few
+    rows, merged on the driver."""
+    latest = {(r["topic"], r["__partition"]): r["max_ts"] for r in previous_max.collect()}
+    for coords, ts in summary.max_ts.items():
+        known = [t for t in (latest.get(coords), ts) if t is not None]
+        latest[coords] = max(known) if known else None
+    rows = [{"topic": topic, "__partition": partition, "max_ts": ts} for (topic, partition), ts in latest.items()]
+    return local_frame(spark, rows, ORDER_STATE_SCHEMA)

@@ -20,6 +20,7 @@ from streamjoin.core.codec import encode
 from streamjoin.core.spec import PipelineSpec
 from streamjoin.spark.engine import process_batch, state_schemas
 from streamjoin.spark.events import ORDER
+from streamjoin.spark.local_frames import local_frame
 
 RAW_SCHEMA = T.StructType(
     [
@@ -66,7 +67,7 @@ def replay(
 ) -> list[dict[str, Any]]:
     """What the pipeline emits for ``records``, in emission order, as ``{topic, key, value, ts}`` dicts."""
     raw = raw_frame(spark, spec, records, batch)
-    state = {name: spark.createDataFrame([], schema) for name, schema in state_schemas(spec).items()}
+    state = {name: local_frame(spark, [], schema) for name, schema in state_schemas(spec).items()}
     out = process_batch(raw, spec, state, file_order=not batch)
     order = ORDER
     frames = [

@@ -24,6 +24,7 @@ from streamjoin.core.plans import resolve
 from streamjoin.core.spec import PipelineSpec
 from streamjoin.kafka.clients import offsets_for_time
 from streamjoin.spark.engine import process_batch, state_schemas
+from streamjoin.spark.local_frames import local_frame
 from streamjoin.spark.sinks import CONSUMER_OPTIONS, file_rows
 
 #: test knob: seconds to wait between writing the new day aside and swapping it in (to kill a run there)
@@ -90,7 +91,7 @@ def read_ranges(spark: SparkSession, bootstrap: str, ranges: list[TopicRange]) -
         )
     if not frames:
         schema = "key binary, value binary, topic string, partition int, offset long, ts long"
-        return spark.createDataFrame([], schema)
+        return local_frame(spark, [], schema)
     rows = frames[0]
     for frame in frames[1:]:
         rows = rows.unionByName(frame)
@@ -117,7 +118,7 @@ def reprocess_day(
     started = time.monotonic()
     result = DayResult(day=plan.day.isoformat(), dry_run=dry_run)
     raw = read_ranges(spark, bootstrap, topic_ranges(plan, bootstrap))
-    state = {name: spark.createDataFrame([], schema) for name, schema in state_schemas(spec).items()}
+    state = {name: local_frame(spark, [], schema) for name, schema in state_schemas(spec).items()}
     out = process_batch(raw, spec, state)
     # the decoded batch is cached by process_batch; here the join too, for the aggregate
     result.input_rows = out.summary.rows

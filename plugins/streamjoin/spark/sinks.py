@@ -35,6 +35,7 @@ PRODUCER_OPTIONS = {
 CONSUMER_OPTIONS = {
     "kafka.max.partition.fetch.bytes": str(16 * 1024 * 1024),
     "kafka.fetch.max.bytes": str(64 * 1024 * 1024),
+    "kafka.fetch.max.wait.ms": "10",
 }
 
 

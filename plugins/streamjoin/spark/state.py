@@ -20,6 +20,8 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
+from streamjoin.spark.local_frames import local_frame
+
 _COMMITTED = "_COMMITTED"
 _REF = ".ref"
 
@@ -47,12 +49,12 @@ class StateStore:
         self._loaded = {}
         older = [v for v in self._versions() if v < batch_id]
         if not older:
-            return {name: spark.createDataFrame([], schema) for name, schema in schemas.items()}
+            return {name: local_frame(spark, [], schema) for name, schema in schemas.items()}
         frames = {}
         for name, schema in schemas.items():
             if name in self.small:
                 rows = json.loads((self.root / f"v={older[-1]}" / f"{name}.json").read_text())
-                frames[name] = spark.createDataFrame(rows, schema)
+                frames[name] = local_frame(spark, rows, schema)
                 continue
             dataset = self._dataset(older[-1], name)
             frames[name] = spark.read.schema(schema).parquet(str(self.root / dataset))
