@@ -31,7 +31,9 @@ PRODUCER_OPTIONS = {
     "kafka.compression.type": "lz4",
     "kafka.buffer.memory": str(128 * 1024 * 1024),
 }
-#: Consumer settings of Spark's Kafka source: fetch more per request than the 1 MiB default.
+#: Consumer settings of Spark's Kafka source: fetch more per request than the 1 MiB default, and do not
+#: wait 500 ms (the default) on a fetch that reaches the end of a partition: the last batch of a backlog
+#: and every batch of a live stream read up to the end.
 CONSUMER_OPTIONS = {
     "kafka.max.partition.fetch.bytes": str(16 * 1024 * 1024),
     "kafka.fetch.max.bytes": str(64 * 1024 * 1024),
