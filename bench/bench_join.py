@@ -5,10 +5,12 @@ of the stream-table join at a fixed input rate.
 
     .venv/bin/python bench/bench_join.py --bootstrap 127.0.0.1:19092 --clicks 5000000 --users 100000
 
-Each variant runs ``--runs`` times in a row (default 2) on the same topics, with a fresh checkpoint: the
-first run pays the JVM's warm-up (JIT compilation of Spark, the Kafka clients and the generated code,
-which on 2 cores takes about a minute of one core), so its figure depends on which variants ran before
-it; the last run is the steady state of a long-running job. Both are printed; ratios are within a run.
+Each variant runs in a JVM of its own (a child process of this script: one pipeline per JVM, as a deployed
+job runs), ``--runs`` times in a row (default 2) on the same topics, with a fresh checkpoint each time. The
+first run pays the JVM's warm-up (JIT compilation of Spark, the Kafka clients and the generated code, about
+a minute of one core on 2 cores); the last run is the steady state of a long-running job. Both are
+printed; ratios are within a run. (Variants sharing one JVM skew each other: after two baseline runs in
+the same JVM the warm join did 143k records/s, alone in its JVM 153-171k.)
 
 Variants: ``baseline``, ``join`` (clicks x regions), ``join+sum`` (per-region sum, one update per click),
 ``join+sum/batch`` (per-region sum, one update per region and batch), ``stream-stream`` (views x clicks,
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -184,6 +187,55 @@ def measure_latency(spark: object, args: argparse.Namespace, checkpoint: str) ->
     return {"rate": args.latency_rate, "records": len(records), "p50_ms": q[49], "p99_ms": q[98]}
 
 
+def measure_in_this_jvm(args: argparse.Namespace) -> dict[str, object]:
+    """The child's work: ``args.child`` (a variant or ``latency``) ``args.runs`` times on the parent's topics,
+    in a Spark session of its own."""
+    from streamjoin.spark.session import build_session
+
+    spark = build_session("streamjoin-bench", master="local[2]", shuffle_partitions=args.partitions,
+                          extra_conf={"spark.ui.enabled": "false", "spark.driver.memory": "6g"})  # fmt: skip
+    suffix, variant = args.suffix, args.child
+    rates: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        if variant == "latency":
+            return {"latency": measure_latency(spark, args, f"{tmp}/latency")}
+        for run in range(args.runs):
+            checkpoint = f"{tmp}/{variant}-{run}"
+            if variant == "baseline":
+                seconds = run_baseline(spark, "user-clicks" + suffix, "raw-copy" + suffix, args.bootstrap,
+                                       checkpoint, args.max_per_trigger)  # fmt: skip
+                rate = args.clicks / seconds
+            elif variant == "stream-stream":
+                spec = stream_stream_spec(suffix, args.partitions, args.max_per_trigger)
+                seconds = run_query(spark, spec, args.bootstrap, checkpoint)
+                rate = (args.clicks + args.views) / seconds
+            else:
+                spec = bench_spec(suffix, variant, args.max_per_trigger)
+                seconds = run_query(spark, spec, args.bootstrap, checkpoint)
+                rate = (args.clicks + args.users) / seconds
+            rates.append(rate)
+            print(f"{variant:>14} run {run + 1}: {seconds:7.1f}s  {rate:12,.0f} input records/s", flush=True)
+    return {"rates": rates}
+
+
+def in_child(args: argparse.Namespace, suffix: str, child: str) -> dict[str, object]:
+    """Run :func:`measure_in_this_jvm` in a fresh Python process and JVM; its result is its last line."""
+    command = [sys.executable, __file__, "--child", child, f"--suffix={suffix}"]  # it starts with "-"
+    for name in ("bootstrap", "clicks", "users", "views", "partitions", "max_per_trigger", "latency_rate",
+                 "latency_seconds", "runs"):  # fmt: skip
+        command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
+    lines = done.stdout.splitlines()
+    print("\n".join(line for line in lines if not line.startswith(RESULT)), flush=True)
+    results = [line[len(RESULT) :] for line in lines if line.startswith(RESULT)]
+    if done.returncode != 0 or not results:
+        raise RuntimeError(f"bench child {child!r} failed (exit {done.returncode})")
+    return json.loads(results[-1])  # type: ignore[no-any-return]
+
+
+RESULT = "BENCH_RESULT "
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bootstrap", default="127.0.0.1:19092")
@@ -196,7 +248,14 @@ def main() -> int:
     parser.add_argument("--latency-rate", type=int, default=20_000, help="clicks/s; 0 skips the latency run")
     parser.add_argument("--latency-seconds", type=int, default=60)
     parser.add_argument("--runs", type=int, default=2, help="runs of each variant in a row (the first warms the JVM)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: measure one variant in this process
+    parser.add_argument("--suffix", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.views is None:
+        args.views = args.clicks
+    if args.child:
+        print(RESULT + json.dumps(measure_in_this_jvm(args)), flush=True)
+        return 0
     variants = args.variants.split(",")
     suffix = "-bench-" + uuid.uuid4().hex[:6]
     clicks, regions, views = "user-clicks" + suffix, "user-regions" + suffix, "user-views" + suffix
@@ -207,47 +266,26 @@ def main() -> int:
     produced_in = produce(args.bootstrap, clicks, regions, args.users, args.clicks)
     total = args.clicks + args.users
     print(f"produced {total} records in {produced_in:.1f}s ({total / produced_in:,.0f}/s)", flush=True)
-    n_views = args.clicks if args.views is None else args.views
     if "stream-stream" in variants:
-        produce_views(args.bootstrap, views, args.users, n_views)
-
-    from streamjoin.spark.session import build_session
-
-    spark = build_session("streamjoin-bench", master="local[2]", shuffle_partitions=args.partitions,
-                          extra_conf={"spark.ui.enabled": "false", "spark.driver.memory": "6g"})  # fmt: skip
+        produce_views(args.bootstrap, views, args.users, args.views)
     runs: list[dict[str, float]] = [{} for _ in range(args.runs)]
-    latency: dict[str, float] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for variant, run in ((v, r) for v in variants for r in range(args.runs)):
-            checkpoint = f"{tmp}/{variant}-{run}"
-            if variant == "baseline":
-                seconds = run_baseline(
-                    spark, clicks, "raw-copy" + suffix, args.bootstrap, checkpoint, args.max_per_trigger
-                )
-                rate = args.clicks / seconds
-            elif variant == "stream-stream":
-                spec = stream_stream_spec(suffix, args.partitions, args.max_per_trigger)
-                seconds = run_query(spark, spec, args.bootstrap, checkpoint)
-                rate = (args.clicks + n_views) / seconds
-            else:
-                spec = bench_spec(suffix, variant, args.max_per_trigger)
-                seconds = run_query(spark, spec, args.bootstrap, checkpoint)
-                rate = total / seconds
+    for variant in variants:
+        for run, rate in enumerate(in_child(args, suffix, variant)["rates"]):  # type: ignore[arg-type]
             runs[run][variant] = rate
-            print(f"{variant:>14} run {run + 1}: {seconds:7.1f}s  {rate:12,.0f} input records/s", flush=True)
-        if args.latency_rate:
-            latency = measure_latency(spark, args, f"{tmp}/latency")
-            print(f"latency at {args.latency_rate:,} clicks/s: p50 {latency['p50_ms']:.0f} ms, "
-                  f"p99 {latency['p99_ms']:.0f} ms ({latency['records']} records)", flush=True)  # fmt: skip
+    latency: dict[str, float] = {}
+    if args.latency_rate:
+        latency = in_child(args, suffix, "latency")["latency"]  # type: ignore[assignment]
+        print(f"latency at {args.latency_rate:,} clicks/s: p50 {latency['p50_ms']:.0f} ms, "
+              f"p99 {latency['p99_ms']:.0f} ms ({latency['records']} records)", flush=True)  # fmt: skip
     for run, results in enumerate(runs, 1):
         for variant, rate in results.items():
             if variant != "baseline" and "baseline" in results:
                 print(f"run {run}: ratio {variant}/baseline: {rate / results['baseline']:.3f}")
     # "rates": the last (warmest) run of each variant; "first_rates": the first, with the JVM's warm-up
     line = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "clicks": args.clicks, "users": args.users,
-            "views": n_views if "stream-stream" in variants else 0, "partitions": args.partitions,
+            "views": args.views if "stream-stream" in variants else 0, "partitions": args.partitions,
             "max_per_trigger": args.max_per_trigger, "rates": runs[-1], "first_rates": runs[0],
-            "latency": latency}  # fmt: skip
+            "jvm_per_variant": True, "latency": latency}  # fmt: skip
     with open(Path(__file__).with_name("results.jsonl"), "a") as out:
         out.write(json.dumps(line) + "\n")
     return 0
