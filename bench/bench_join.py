@@ -187,6 +187,10 @@ def measure_latency(spark: object, args: argparse.Namespace, checkpoint: str) ->
     return {"rate": args.latency_rate, "records": len(records), "p50_ms": q[49], "p99_ms": q[98]}
 
 
+#: marks the line on which a child process hands its result to the parent
+RESULT = "BENCH_RESULT "
+
+
 def measure_in_this_jvm(args: argparse.Namespace) -> dict[str, object]:
     """The child's work: ``args.child`` (a variant or ``latency``) ``args.runs`` times on the parent's topics,
     in a Spark session of its own."""
@@ -231,9 +235,6 @@ def in_child(args: argparse.Namespace, suffix: str, child: str) -> dict[str, obj
     if done.returncode != 0 or not results:
         raise RuntimeError(f"bench child {child!r} failed (exit {done.returncode})")
     return json.loads(results[-1])  # type: ignore[no-any-return]
-
-
-RESULT = "BENCH_RESULT "
 
 
 def main() -> int:
