@@ -271,6 +271,24 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
         name = getattr(join, side)
         if name not in inputs:
             return [(f"join.{side}", name, f"one of the inputs {sorted(inputs)}")]
+    left_topic, right_topic = inputs[join.left].topic, inputs[join.right].topic
+    if left_topic == right_topic:
+        # Every record is routed to its side by topic, so both sides would read the same records as the
+        # left side and the join would see an empty right side: refuse it rather than join nothing.
+        clash = (
+            f"input {join.left!r} is both join.left and join.right (topic {left_topic!r})"
+            if join.left == join.right
+            else f"inputs {join.left!r} and {join.right!r} both read topic {left_topic!r}"
+        )
+        return [
+            (
+                "join.right",
+                join.right,
+                f"an input reading another topic than join.left: {clash}: a self-join is not supported; "
+                "copy the topic into a second topic (e.g. a job that forwards every record) and join "
+                "against the copy",
+            )
+        ]
     problems: list[tuple[str, Any, str]] = []
     left_role, right_role, kinds = SHAPE_RULES[join.shape]
     for side, role in (("left", left_role), ("right", right_role)):

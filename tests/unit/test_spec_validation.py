@@ -1,0 +1,45 @@
+"""Spec validation rules that span several fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from streamjoin.core.errors import SpecError
+from streamjoin.core.spec import parse_spec
+
+
+def _spec(left_topic: str, right_topic: str, *, left: str = "a", right: str = "b") -> dict[str, Any]:
+    return {
+        "name": "p",
+        "inputs": {
+            "a": {"topic": left_topic, "role": "table"},
+            "b": {"topic": right_topic, "role": "table"},
+        },
+        "join": {"shape": "table-table", "kind": "inner", "left": left, "right": right},
+        "output": {"topic": "joined"},
+        "dead_letter_topic": "p-dlq",
+    }
+
+
+def test_two_inputs_on_one_topic_are_refused_as_a_self_join() -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_spec(_spec("x", "x"), "self.yaml")
+    error = caught.value
+    assert error.file == "self.yaml"
+    assert error.path == "join.right"
+    assert error.value == "b"
+    assert "inputs 'a' and 'b' both read topic 'x'" in str(error)
+    assert "a self-join is not supported" in str(error)
+    assert "join against the copy" in str(error)
+
+
+def test_one_input_on_both_sides_is_refused_as_a_self_join() -> None:
+    with pytest.raises(SpecError, match=r"input 'a' is both join.left and join.right \(topic 'x'\)"):
+        parse_spec(_spec("x", "y", right="a"))
+
+
+def test_inputs_on_different_topics_are_accepted() -> None:
+    spec = parse_spec(_spec("x", "y"))
+    assert (spec.left.topic, spec.right.topic) == ("x", "y")
