@@ -48,14 +48,31 @@ def test_a_right_record_joins_stored_left_records_in_ts_then_arrival_order() -> 
     assert [r.left for r in join(R, "k", "r", 6)] == ["a", "b", "c"]
 
 
-def test_late_record_is_dropped_without_output_and_not_stored() -> None:
+def test_out_of_order_record_is_not_dropped_and_joins_what_the_other_side_still_stores() -> None:
     join = StreamStreamDriver(Kind.OUTER, before=5, after=5, grace=2)
+    join(R, "k", "r", 16)
     join(L, "x", "x", 20)
-    assert join(L, "k", "late", 12) == [] and join.late == 1  # closes 12 + 5 + 2 = 19 < 20
-    assert join(R, "k", "r", 17) == []  # the late view was not stored
-    assert join.late == 1
-    on_time = join(L, "j", "on time", 13)  # closes 20, not < 20
-    assert on_time == [] and join.late == 1
+    # window end 12 + 5 = 17 < 20, but click r (16) is in its window and in the clicks store: joined
+    assert join(L, "k", "old", 12) == [Result("k", "old", "r", 16)] and join.late == 0
+    # no match and window end 10 + 5 < 20: (v, null) at once, not held
+    assert join(L, "j", "older", 10) == [Result("j", "older", None, 10)]
+    assert join(R, "j", "rj", 14) == [Result("j", "older", "rj", 14)]  # it can still be joined later
+    assert join.late == 0
+
+
+def test_a_record_stays_joinable_until_its_own_side_time_passes_the_retention() -> None:
+    join = StreamStreamDriver(Kind.INNER, before=5, after=5, grace=2)  # retention 12
+    join(L, "k", "l", 10)
+    join(R, "x", "far", 100)  # stream time 100; the left side's time is still 10
+    assert join(R, "k", "r", 12) == [Result("k", "l", "r", 12)]
+    join(L, "y", "y", 22)  # the left side's time 22: l (10 <= 22 - 12) leaves the left store
+    assert join(R, "k", "r2", 13) == []
+
+
+def test_a_kept_side_null_key_record_is_joined_with_null_at_once() -> None:
+    state = stream_stream.StreamStreamState(5, 5, 0, Kind.OUTER)
+    assert stream_stream.step_null_key(state, rec(None, "v", 3), R).results == [Result(None, None, "v", 3)]
+    assert state.stored() == 0
 
 
 def test_left_pending_is_emitted_only_after_close_and_only_by_a_record_at_stream_time() -> None:
@@ -78,7 +95,7 @@ def test_a_pending_record_matched_before_close_is_never_emitted_alone() -> None:
     assert Result("x", None, "other", 12) in flushed
 
 
-def test_flush_order_is_ts_then_left_before_right_then_key() -> None:
+def test_flush_order_is_ts_then_right_before_left_then_key() -> None:
     join = StreamStreamDriver(Kind.OUTER, grace=0)
     join(R, "b", "rb", 5)
     join(L, "c", "lc", 5)
@@ -88,8 +105,8 @@ def test_flush_order_is_ts_then_left_before_right_then_key() -> None:
     flushed = join(L, "z", "tick", 100)
     assert [(r.key, r.left, r.right, r.ts) for r in flushed] == [
         ("d", "ld", None, 1),
+        ("b", None, "rb", 5),  # Kafka's TimestampedKeyAndJoinSide: right (0) before left (1)
         ("c", "lc", None, 5),
-        ("b", None, "rb", 5),
     ]
 
 

@@ -27,7 +27,7 @@ from streamjoin.core.ordering import processing_order
 from streamjoin.core.records import Emitted, Record
 from streamjoin.core.semantics import aggregate, foreign_key, stream_stream, stream_table, table_table
 from streamjoin.core.semantics.common import Result, Side, Step
-from streamjoin.core.spec import Joiner, PipelineSpec, Projection, Reduce, Role, Shape
+from streamjoin.core.spec import Joiner, Kind, PipelineSpec, Projection, Reduce, Role, Shape
 
 JOIN_TOPIC = "<join>"
 AGGREGATE_TOPIC = "<aggregate>"
@@ -152,12 +152,12 @@ class ReferenceEngine:
         self.counters["records"] += 1
         side, role = self._inputs[record.topic]
         lookup_key = record.key
-        if role is Role.STREAM and self.shape is Shape.STREAM_GLOBALTABLE and self.key_selector is not None:
-            if record.value is not None:
-                lookup_key = self.key_selector(record.key, record.value)
-            if record.key is None and lookup_key is None:
-                return self._dead_letter(record, "null-key")
-        elif record.key is None:
+        selects = role is Role.STREAM and self.shape is Shape.STREAM_GLOBALTABLE and self.key_selector is not None
+        if selects and record.value is not None:
+            assert self.key_selector is not None
+            lookup_key = self.key_selector(record.key, record.value)
+        # a null join key is dropped (dead letter) unless the record is on a side the join keeps (KIP-962)
+        if lookup_key is None and not self._outer_side(side, role):
             return self._dead_letter(record, "null-key")
         if role is Role.STREAM and record.value is None:
             return self._dead_letter(record, "null-value")
@@ -169,6 +169,16 @@ class ReferenceEngine:
             out.extend(self._emit(result))
         self.counters["emitted"] += len(out)
         return out
+
+    def _outer_side(self, side: Side, role: Role) -> bool:
+        """Whether a stream record of this side is joined with null when its join key is null (KIP-962):
+        the left side of a left or outer join, the right side of a stream-stream outer join. For a
+        stream-globaltable join the join key is the lookup key (``key_selector``'s, else the stream key)."""
+        if role is not Role.STREAM or self.shape not in STREAM_SHAPES:
+            return False
+        if side is Side.LEFT:
+            return self.kind in (Kind.LEFT, Kind.OUTER)
+        return self.shape is Shape.STREAM_STREAM and self.kind is Kind.OUTER
 
     def _step(self, record: Record, side: Side, role: Role, lookup_key: Any) -> Step:
         if role is Role.GLOBAL_TABLE:
@@ -193,6 +203,8 @@ class ReferenceEngine:
                 assert window is not None
                 state = stream_stream.StreamStreamState(window.before, window.after, spec.join.grace, kind)
             self._tasks[task] = state
+            if record.key is None:
+                return stream_stream.step_null_key(state, record, side)
             return stream_stream.step(state, record, now, side)
         if shape is Shape.STREAM_TABLE:
             if state is None:
@@ -202,6 +214,8 @@ class ReferenceEngine:
             self._tasks[task] = state
             if side is Side.RIGHT:
                 return stream_table.step_table(state, record, now)
+            if record.key is None:
+                return stream_table.step_null_key(state, record)
             return stream_table.step_stream(state, record, now)
         if state is None:
             state = table_table.TableTableState(

@@ -30,6 +30,8 @@ Rules:
   with ``ts <= buffer_time - grace`` is released in (ts, arrival) order and joined as of its ts.
 * Global table: a plain table applied when read, not time-synchronised; the lookup key is
   ``key_selector(key, value)`` or the stream key.
+* Null keys (KIP-962): a left join joins a stream record whose join key (the lookup key) is null with
+  null, at once; the reference engine dead-letters such a record of an inner join.
 """
 
 from __future__ import annotations
@@ -158,6 +160,13 @@ def step_stream(state: StreamTableState, record: Record, stream_time: int) -> St
     for ts, _, buffered in due:
         results.extend(join_one(state.kind, table, buffered, buffered.key, ts))
     return Step(results)
+
+
+def step_null_key(state: StreamTableState, record: Record) -> Step:
+    """A null-key stream record of a left join: ``(value, None)`` at once (KIP-962); it matches no table
+    key, so it is neither looked up nor buffered, and it does not move the buffer time."""
+    assert state.kind is Kind.LEFT
+    return Step([Result(None, record.value, None, record.ts)])
 
 
 def step_global_stream(kind: Kind, table: TableState, record: Record, lookup_key: Any) -> Step:
