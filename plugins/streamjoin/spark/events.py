@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from streamjoin.core.spec import PipelineSpec, Role, Shape
+from streamjoin.core.spec import Kind, PipelineSpec, Role, Shape
 from streamjoin.spark.local_frames import local_frame
 from streamjoin.spark.projection import key_selector
 from streamjoin.spark.serde import decode, spark_type
@@ -60,10 +60,10 @@ def decode_batch(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
     is_left = F.col("topic") == F.lit(left.topic)
     names = list(spec.inputs)
     key = F.col("key").cast("string")
-    needs_key = F.lit(True)
+    null_join_key = F.col("key").isNull()
     staged = raw
     if join.shape is Shape.STREAM_GLOBALTABLE and join.key_selector is not None:
-        # the lookup key comes from the stream record: it needs a key only when its value gives none either
+        # the lookup key comes from the stream record's value (a stream record without a key may have one)
         lookup = key_selector(join.key_selector)  # over columns key (string) and lval
         staged = (
             raw.withColumn("__raw_key", F.col("key"))
@@ -73,10 +73,15 @@ def decode_batch(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
             .withColumn("key", F.col("__raw_key"))
             .drop("__raw_key", "lval")
         )
-        needs_key = ~is_left | F.col(LOOKUP_KEY).isNull()
+        # a stream record's join key is its lookup key (the selector's, when its value gives one)
+        has_lookup = is_left & lerr.isNull() & F.col("value").isNotNull()
+        null_join_key = F.when(has_lookup, F.col(LOOKUP_KEY).isNull()).otherwise(F.col("key").isNull())
     stream_side = (is_left & F.lit(left.role is Role.STREAM)) | (~is_left & F.lit(right.role is Role.STREAM))
+    # KIP-962: a null join key is joined with null on a side the join keeps, else dropped (dead letter)
+    outer_sides = _null_key_sides(spec)
+    keeps_null_key = (is_left & F.lit("L" in outer_sides)) | (~is_left & F.lit("R" in outer_sides))
     reason = (
-        F.when(needs_key & F.col("key").isNull(), F.lit("null-key"))
+        F.when(~keeps_null_key & null_join_key, F.lit("null-key"))
         .when(is_left & lerr.isNotNull(), lerr)
         .when(~is_left & rerr.isNotNull(), rerr)
         .when(stream_side & F.col("value").isNull(), F.lit("null-value"))
@@ -103,6 +108,18 @@ def decode_batch(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
         F.when(dead, F.col("value")).alias(DEAD_VALUE),
         *lookup_column,
     )
+
+
+def _null_key_sides(spec: PipelineSpec) -> tuple[str, ...]:
+    """The sides (``"L"``, ``"R"``) whose stream records are joined with null when their join key is null
+    (KIP-962): the left side of a left or outer join with a stream result, the right side of a
+    stream-stream outer join."""
+    join = spec.join
+    if join.shape not in (Shape.STREAM_STREAM, Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE):
+        return ()
+    if join.kind is Kind.OUTER and join.shape is Shape.STREAM_STREAM:
+        return ("L", "R")
+    return ("L",) if join.kind in (Kind.LEFT, Kind.OUTER) else ()
 
 
 def good_events(batch: DataFrame) -> DataFrame:
