@@ -157,9 +157,12 @@ def join_table_table(
     """
     rows = with_sides(events, left_state, right_state, versioned=versioned)
     emit, tomb, left, right = _emission(kind)
-    other_ts = F.when(F.col("side") == "L", F.col("__r_before")).otherwise(F.col("__l_before"))
-    other_has = F.coalesce(other_ts.getField("present"), F.lit(False))
-    ts = F.when(other_has, F.greatest(F.col("ts"), other_ts.getField("ts"))).otherwise(F.col("ts"))
+    # pick the other side's fields, not its struct: the two sides' value types may differ (string/long/json)
+    is_left = F.col("side") == "L"
+    other_present = F.when(is_left, F.col("__r_before.present")).otherwise(F.col("__l_before.present"))
+    other_ts = F.when(is_left, F.col("__r_before.ts")).otherwise(F.col("__l_before.ts"))
+    other_has = F.coalesce(other_present, F.lit(False))
+    ts = F.when(other_has, F.greatest(F.col("ts"), other_ts)).otherwise(F.col("ts"))
     results = result_rows(rows.filter(F.col("__applied") & emit), left, right, ts, tomb, F.lit(0))
     return TableTableStep(
         results=results,
