@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from streamjoin.core.spec import Format, Joiner, PipelineSpec, Shape
 from streamjoin.spark.aggregate import AGG_STATE_SCHEMA, aggregate_stream
@@ -82,7 +81,7 @@ class BatchOutput:
     #: Kafka-shaped input rows that could not be processed, with ``reason``
     dead_letters: DataFrame
     state: dict[str, DataFrame]
-    #: records dropped by the join's rules (stream-stream: late), event rows; None if the shape drops none
+    #: records dropped by the join's rules, event rows; None if the shape drops none (none does today)
     dropped: DataFrame | None = None
     #: frames cached for this batch (first the decoded batch: Kafka is read once); the caller unpersists
     #: them with :meth:`release` once the outputs are written
@@ -131,7 +130,7 @@ def process_batch(
     elif join.shape is Shape.STREAM_STREAM:
         ss = join_stream_stream(events, state["window_store"], state["clock"], join)
         new_state |= {"window_store": ss.store, "clock": ss.clock}
-        results, dropped = ss.results, ss.late
+        results = ss.results  # nothing is dropped as late (Kafka Streams: out-of-order records join)
         cached += ss.cached
     elif join.shape is Shape.TABLE_TABLE:
         versioned = (spec.left.versioned is not None, spec.right.versioned is not None)
@@ -164,7 +163,7 @@ def process_batch(
         cached += agg.cached or (aggregates,)
         aggregates_in_order = agg.in_order
         new_state["agg"] = agg.state
-        dead_letters = dead_letters.unionByName(_null_group_letters(agg.null_groups, spec), allowMissingColumns=True)
+        dead_letters = dead_letters.unionByName(_result_letters(agg.null_groups, spec))
     return BatchOutput(
         summary=summary,
         events=events,
@@ -201,17 +200,4 @@ def _result_letters(rejected: DataFrame, spec: PipelineSpec) -> DataFrame:
         F.col("__offset").alias("offset"),
         F.col("ts"),
         F.col("reason"),
-    )
-
-
-def _null_group_letters(null_groups: DataFrame, spec: PipelineSpec) -> DataFrame:
-    topic = spec.output.topic or spec.join.left
-    return null_groups.select(
-        F.lit(None).cast(T.BinaryType()).alias("key"),
-        F.to_json(F.struct("ts", *[F.col(c) for c in ("__partition", "__offset")])).cast("binary").alias("value"),
-        F.lit(topic).alias("topic"),
-        F.col("__partition").alias("partition"),
-        F.col("__offset").alias("offset"),
-        F.col("ts"),
-        F.lit("null-group").alias("reason"),
     )
