@@ -64,3 +64,14 @@ def order_qty(key: Any, value: Any) -> Any:
 
 def one(key: Any, value: Any) -> int:
     return 1
+
+
+# --- aggregates over the default joiner's {left, right} --------------------------------------------
+def joined_right(key: Any, value: Any) -> Any:
+    """group_by: the right side of a default-joiner result (None when the left row had no match)."""
+    return value["right"]
+
+
+def left_qty(key: Any, value: Any) -> Any:
+    """value: the ``qty`` of the left side ``{"qty": ...}`` of a default-joiner result (may be None)."""
+    return value["left"]["qty"]

@@ -3,13 +3,16 @@
 After a stream-producing join every result adds to its group (no subtraction: a later region change
 does not move earlier clicks). Each result emits the group's new total; its timestamp is the largest
 seen in the group so far.
+
+A result whose group (or, for ``sum``, amount) is null adds nothing and emits nothing: it is dead-lettered
+(``null-group``/``null-amount``) carrying the join result's key and value.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -25,6 +28,7 @@ AGG_STATE_SCHEMA = "`group` string, total long, max_ts long"
 class AggregateStep:
     #: key (group), value (total), ts, ORDER, __sub
     rows: DataFrame
+    #: dead-lettered join results: key, value, ts, reason, __partition, __offset
     null_groups: DataFrame
     state: DataFrame
     #: frames this step cached (``rows`` derives from them), for the caller to unpersist after the batch
@@ -36,8 +40,26 @@ class AggregateStep:
 def aggregate_stream(results: DataFrame, state: DataFrame, agg: Aggregate) -> AggregateStep:
     """Running totals per group over the batch's join results in ``ORDER``, continuing from ``state``."""
     amount = F.lit(1).cast("long") if agg.reduce is Reduce.COUNT else selector(agg.value, T.LongType())  # type: ignore[arg-type]
-    staged = results.filter(~F.col("tomb_out")).select(
-        selector(agg.group_by, T.StringType()).alias("group"), amount.alias("amount"), "ts", "__sub", *ORDER
+    projected = results.filter(~F.col("tomb_out")).select(
+        "key",
+        "value",
+        selector(agg.group_by, T.StringType()).alias("group"),
+        amount.alias("amount"),
+        "ts",
+        "__sub",
+        *ORDER,
+    )
+    reason = F.when(F.col("group").isNull(), F.lit("null-group")).when(F.col("amount").isNull(), F.lit("null-amount"))
+    # a rejected result joins no group (its ``group`` is null, so sums never see its null amount) and carries
+    # the join result for its dead letter; accepted rows carry nothing more than before
+    letter = F.struct(F.col("key").alias("key"), F.col("value").alias("value"), reason.alias("reason"))
+    staged = projected.select(
+        F.when(reason.isNull(), F.col("group")).alias("group"),
+        "amount",
+        "ts",
+        "__sub",
+        *ORDER,
+        F.when(reason.isNotNull(), letter).alias("__letter"),
     )
     if agg.emit is Emit.PER_BATCH:
         return _aggregate_per_batch(staged, state)
@@ -55,13 +77,14 @@ def aggregate_stream(results: DataFrame, state: DataFrame, agg: Aggregate) -> Ag
             F.lead(F.lit(True)).over(ordered).isNull().alias("__last"),  # the group's last row this batch
             "__sub",
             *ORDER,
+            "__letter",
         )
         .persist()
     )
     # the window leaves each group's rows in one partition in emission order: no sort before the sink
     by_group = windowed.filter(F.col("key").isNotNull())
-    rows = by_group.drop("__result_ts", "__last")
-    null_groups = windowed.filter(F.col("key").isNull()).select(F.col("__result_ts").alias("ts"), "__sub", *ORDER)
+    rows = by_group.drop("__result_ts", "__last", "__letter")
+    null_groups = _letters(windowed.filter(F.col("key").isNull()), F.col("__result_ts"))
     last = by_group.filter("__last").select(
         F.col("key").alias("group"), F.col("value").alias("total"), F.col("ts").alias("max_ts")
     )
@@ -95,7 +118,7 @@ def _aggregate_per_batch(staged: DataFrame, state: DataFrame) -> AggregateStep:
         .persist()
     )
     has_null_group = totals.filter(F.col("group").isNull()).count() > 0
-    null_groups = staged.filter(F.col("group").isNull()) if has_null_group else staged.limit(0)
+    null_groups = _letters(staged.filter(F.col("group").isNull()) if has_null_group else staged.limit(0), F.col("ts"))
     totals_by_group = totals.filter(F.col("group").isNotNull())
     rows = totals_by_group.select(
         F.col("group").alias("key"), F.col("total").alias("value"), F.col("max_ts").alias("ts"),
@@ -103,3 +126,15 @@ def _aggregate_per_batch(staged: DataFrame, state: DataFrame) -> AggregateStep:
     )  # fmt: skip
     new_state = state.join(totals_by_group.select("group"), "group", "left_anti").unionByName(totals_by_group.drop("o"))
     return AggregateStep(rows=rows, null_groups=null_groups, state=new_state, cached=(totals,))
+
+
+def _letters(rejected: DataFrame, ts: Column) -> DataFrame:
+    """The dead-lettered join results (``__letter`` set) as ``key, value, ts, reason, __partition, __offset``."""
+    return rejected.select(
+        F.col("__letter.key").alias("key"),
+        F.col("__letter.value").alias("value"),
+        ts.alias("ts"),
+        F.col("__letter.reason").alias("reason"),
+        "__partition",
+        "__offset",
+    )
