@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
 
 from streamjoin.core.spec import load_spec
-from streamjoin.spark.job import JobSettings, describe_progress, start_query
+from streamjoin.spark.job import JobSettings, run_stream
 from streamjoin.spark.session import build_session
 
 
@@ -41,10 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         starting_offsets=args.starting_offsets,
         home=args.home or str(Path.cwd()),
     )
-    query = start_query(spark, spec, settings)
-    print(f"streamjoin started query {spec.name} (id {query.id})", flush=True)
-    query.awaitTermination()
-    print(f"streamjoin stopped: {describe_progress(query.lastProgress)}", flush=True)
+    print(f"streamjoin started {spec.name}", flush=True)
+    batches = run_stream(spark, spec, settings)
+    print(f"streamjoin stopped {spec.name} after {batches} batches", flush=True)
     return 0
 
 

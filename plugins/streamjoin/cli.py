@@ -1,6 +1,6 @@
 """``streamjoin`` command line: ``replay`` runs a spec over a file of records through Spark, no Kafka.
 
-streamjoin replay include/pipelines/X.yaml --events events.jsonl [--out out.jsonl] [--batch]
+streamjoin replay include/pipelines/X.yaml --events events.jsonl [--out out.jsonl] [--batch [--max-records N]]
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ def replay_command(args: argparse.Namespace) -> int:
         "streamjoin-replay", master="local[2]", shuffle_partitions=2, with_kafka=False,
         extra_conf={"spark.ui.enabled": "false"},
     )  # fmt: skip
-    emitted = replay(spark, spec, records, batch=args.batch)
+    emitted = replay(
+        spark, spec, records, batch=args.batch or args.max_records is not None, max_records=args.max_records
+    )
     lines = [json.dumps(row) for row in emitted]
     if args.out:
         Path(args.out).write_text("".join(f"{line}\n" for line in lines))
@@ -64,7 +66,13 @@ def main(argv: list[str] | None = None) -> int:
         "--batch", action="store_true",
         help="process the file as one micro-batch in the batch ordering rule instead of one record at a time",
     )  # fmt: skip
+    replay.add_argument(
+        "--max-records", type=int, default=None, metavar="N",
+        help="with --batch: micro-batches of N records, cut by event time as the streaming job cuts them",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.max_records is not None and args.max_records < 1:
+        parser.error(f"--max-records must be at least 1, got {args.max_records}")
     try:
         return replay_command(args)
     except StreamJoinError as exc:

@@ -30,12 +30,10 @@ def _provision(spec: PipelineSpec, bootstrap: str) -> None:
 
 
 def _run_stream(spark: Any, spec: PipelineSpec, bootstrap: str, home: Path) -> None:
-    from streamjoin.spark.job import JobSettings, start_query
+    from streamjoin.spark.job import JobSettings, run_stream
 
     settings = JobSettings(bootstrap, str(home / "checkpoint"), available_now=True, home=str(home))
-    query = start_query(spark, spec, settings)
-    assert query.awaitTermination(timeout=240), "the streaming job did not finish its available data in 240s"
-    assert query.exception() is None, query.exception()
+    assert run_stream(spark, spec, settings) >= 1
 
 
 def _rows(spark: Any, path: str | Path) -> set[tuple]:

@@ -51,7 +51,7 @@ def per_key(rows: list[tuple[str, Any, Any, int]]) -> dict[tuple[str, Any], list
 @pytest.mark.kafka
 @pytest.mark.parametrize("scenario", IN_ORDER, ids=str)
 def test_scenario_through_the_streaming_job(scenario: Scenario, spark, kafka_bootstrap: str, tmp_path: Path) -> None:
-    from streamjoin.spark.job import JobSettings, start_query
+    from streamjoin.spark.job import JobSettings, run_stream
 
     suffix = "-" + uuid.uuid4().hex[:8]
     spec, names = renamed(scenario.spec, suffix)
@@ -72,7 +72,7 @@ def test_scenario_through_the_streaming_job(scenario: Scenario, spark, kafka_boo
     )  # fmt: skip
     settings = JobSettings(bootstrap=kafka_bootstrap, checkpoint_dir=str(tmp_path / "ck"), available_now=True,
                            home=str(tmp_path))  # fmt: skip
-    start_query(spark, spec, settings).awaitTermination()
+    run_stream(spark, spec, settings)
 
     outputs = {o.topic for o in scenario.expected} | set(scenario.final_table)
     formats = {spec.output.topic: spec.output.value_format}

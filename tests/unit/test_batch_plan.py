@@ -14,7 +14,9 @@ GLOBAL = {"products": SourceOrder(rank=0, position=2)}
 Key = tuple[int, int, int, int, int]
 
 
-def merge_keys(logs: dict[TopicPartition, list[int]], sources: dict[str, SourceOrder]) -> dict[tuple[str, int, int], Key]:
+def merge_keys(
+    logs: dict[TopicPartition, list[int]], sources: dict[str, SourceOrder]
+) -> dict[tuple[str, int, int], Key]:
     """(topic, partition, offset) -> its merge-order key, effective timestamps over the whole log."""
     keys = {}
     for (topic, partition), log in logs.items():
@@ -47,7 +49,7 @@ def test_batches_concatenate_to_the_one_batch_order(logs: dict[TopicPartition, l
     in_batches = [r for plan in plans for r in sorted(batch_records(plan), key=keys.__getitem__)]
     assert in_batches == sorted(keys, key=keys.__getitem__)
     sizes = [plan.records for plan in plans]
-    assert all(size == max_records for size in sizes[:-1]) and 0 < sizes[-1] <= max_records or sizes == [0]
+    assert (all(size == max_records for size in sizes[:-1]) and 0 < sizes[-1] <= max_records) or sizes == [0]
 
 
 @settings(max_examples=100, deadline=None)

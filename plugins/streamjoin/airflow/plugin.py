@@ -4,7 +4,7 @@ A FastAPI app mounted by the api-server under ``/streamjoin`` (``/streamjoin/job
 ``/streamjoin/api/jobs`` JSON), linked from the UI's Browse menu through an external view. Per
 pipeline: state, last batch time, input/processed rows per second, lag per topic, restarts, last
 quality-check result. Everything is read from the files next to each checkpoint
-(:mod:`streamjoin.airflow.status_store`) and the input topics' end offsets: no Spark, no Airflow DB.
+(:mod:`streamjoin.core.job_files`) and the input topics' end offsets: no Spark, no Airflow DB.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _bootstrap() -> str | None:
 def job_rows(spec_paths: list[str] | None = None) -> list[dict[str, Any]]:
     """One row per pipeline spec for the page and the JSON endpoint."""
     from streamjoin.airflow.dag_factory import spec_paths as all_specs
-    from streamjoin.airflow.status_store import PipelineFiles
+    from streamjoin.core.job_files import PipelineFiles
     from streamjoin.quality.results import latest_check_result
 
     bootstrap = _bootstrap()

@@ -18,22 +18,9 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator
 
 from streamjoin.core.backfill import plan_day
+from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.plans import checkpoint_dir, resolve
 from streamjoin.core.spec import PipelineSpec, Role, load_spec
-
-
-def committed_offsets(checkpoint: Path) -> dict[str, dict[int, int]] | None:
-    """The offsets (next to read) of the newest batch the streaming query committed, per topic/partition."""
-    commits = checkpoint / "query" / "commits"
-    offsets = checkpoint / "query" / "offsets"
-    done = sorted((int(p.name) for p in commits.glob("[0-9]*") if p.name.isdigit()), reverse=True)
-    for batch in done:
-        path = offsets / str(batch)
-        if path.exists():
-            for line in path.read_text().splitlines()[2:]:
-                data = json.loads(line)
-                return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in data.items()}
-    return None
 
 
 def _last_record_ts(bootstrap: str, topic: str, partition: int, next_offset: int, timeout: float) -> int | None:
@@ -64,7 +51,7 @@ def stream_watermark(
         if value is not None:
             return int(value), str(status)
     topics = [i.topic for i in spec.inputs.values() if i.role is Role.STREAM]
-    positions: Mapping[str, Mapping[int, int]] | None = committed_offsets(checkpoint)
+    positions: Mapping[str, Mapping[int, int]] | None = PipelineFiles(checkpoint).offset_log.committed_offsets()
     source = "checkpoint offsets"
     if positions is None:
         from streamjoin.kafka.clients import end_offsets

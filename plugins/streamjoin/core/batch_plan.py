@@ -172,7 +172,7 @@ def plan_all(
     max_records: int | None,
 ) -> list[BatchPlan]:
     """Every batch from ``start`` to ``latest`` (the available-now run over what is there)."""
-    plans = []
+    plans: list[BatchPlan] = []
     position = dict(start)
     while True:
         plan = plan_batch(position, latest, sources, index, max_records)

@@ -23,6 +23,15 @@ class SpecError(StreamJoinError):
         super().__init__(f"{file}: {path or '<root>'}: got {value!r}; expected {expected}")
 
 
+class CorruptCheckpointError(StreamJoinError):
+    """A checkpoint file cannot be read: the job refuses to start rather than start over from nothing.
+    Terminal: a human decides whether to repair the file or move the checkpoint aside."""
+
+    def __init__(self, path: Any, problem: str) -> None:
+        self.path, self.problem = str(path), problem
+        super().__init__(f"{path}: {problem}")
+
+
 class CoPartitioningError(StreamJoinError):
     """Two topics that must be co-partitioned have different partition counts."""
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from streamjoin.core.batch_plan import SourceOrder
 from streamjoin.core.records import Record
 from streamjoin.core.spec import PipelineSpec, Role
 
@@ -30,6 +31,14 @@ ROLE_RANK: dict[Role, int] = {Role.GLOBAL_TABLE: 0, Role.TABLE: 1, Role.STREAM: 
 def input_positions(spec: PipelineSpec) -> dict[str, tuple[int, Role]]:
     """topic -> (position of its input in ``spec.inputs``, role)."""
     return {inp.topic: (position, inp.role) for position, inp in enumerate(spec.inputs.values())}
+
+
+def source_orders(spec: PipelineSpec) -> dict[str, SourceOrder]:
+    """topic -> its place in the merge order at equal effective timestamps (role rank, input position)."""
+    return {
+        topic: SourceOrder(rank=ROLE_RANK[role], position=position)
+        for topic, (position, role) in input_positions(spec).items()
+    }
 
 
 def effective_timestamps(records: Iterable[Record]) -> dict[tuple[str, int, int], int]:

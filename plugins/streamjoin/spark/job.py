@@ -1,27 +1,43 @@
-"""The streaming join as a Structured Streaming query: Kafka in, :func:`process_batch` per micro-batch,
-Kafka and files out, state versioned next to the checkpoint."""
+"""The streaming join: micro-batches planned by event time, read from Kafka, run through
+:func:`process_batch`, written to Kafka and files; offsets, state and status in the checkpoint.
+
+The job drives its micro-batches itself rather than through Spark's Kafka stream source, because that
+source cuts a backlog in proportion to offsets: a table topic whose records are older than the stream's
+would be spread over every batch, and early stream records would miss their table rows. Here each batch
+is a prefix of Kafka Streams' processing order (:mod:`streamjoin.core.batch_plan`), so the output does not
+depend on the batch size. Exactly once across a crash: batch N's offsets are logged before it runs (a
+restart runs the very same batch again), its state and files are written under N, and ``commits/N`` marks
+it done (:class:`streamjoin.core.job_files.OffsetLog`); the Kafka output is at least once.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 import time
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
 
-from streamjoin.core.checkpoint_repair import drop_uncommitted_batch
+from streamjoin.core.batch_plan import BatchPlan, TopicPartition, plan_batch
+from streamjoin.core.errors import CorruptCheckpointError
+from streamjoin.core.job_files import Offsets, PipelineFiles
+from streamjoin.core.ordering import source_orders
 from streamjoin.core.spec import Kind, PipelineSpec, Shape
-from streamjoin.spark import heartbeat
+from streamjoin.kafka.offsets import KafkaOffsets
 from streamjoin.spark.engine import SMALL_STATES, BatchOutput, process_batch, state_schemas
-from streamjoin.spark.sinks import CONSUMER_OPTIONS, dead_letter_rows, file_rows, kafka_rows, write_files, write_kafka
+from streamjoin.spark.heartbeat import Heartbeat
+from streamjoin.spark.sinks import dead_letter_rows, file_rows, kafka_rows, write_files, write_kafka
+from streamjoin.spark.source import read_offsets
 from streamjoin.spark.state import StateStore
 
 log = logging.getLogger("streamjoin.job")
+
+#: while caught up, look for new records this often at most (seconds)
+IDLE_POLL = 0.1
 
 
 @dataclass(frozen=True)
@@ -37,29 +53,15 @@ class JobSettings:
         return str(Path(self.home) / relative)
 
 
-def read_inputs(spark: SparkSession, spec: PipelineSpec, settings: JobSettings) -> DataFrame:
-    """All input topics as one Kafka-shaped stream (``key, value, topic, partition, offset, ts``)."""
-    reader = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", settings.bootstrap)
-        .option("subscribe", ",".join(sorted({i.topic for i in spec.inputs.values()})))
-        .option("startingOffsets", settings.starting_offsets)
-        .option("failOnDataLoss", "true")
-        .options(**CONSUMER_OPTIONS)
-    )
-    if spec.trigger.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(spec.trigger.max_offsets_per_trigger))
-    return reader.load().select("key", "value", "topic", "partition", "offset", F.unix_millis("timestamp").alias("ts"))
-
-
 class BatchWriter:
-    """The ``foreachBatch`` function: one micro-batch in, all outputs and the new state out."""
+    """One micro-batch in, all outputs and the new state out."""
 
     def __init__(self, spark: SparkSession, spec: PipelineSpec, settings: JobSettings) -> None:
         self.spark, self.spec, self.settings = spark, spec, settings
         self.store = StateStore(Path(settings.checkpoint_dir) / "state", small=SMALL_STATES)
 
-    def __call__(self, raw: DataFrame, batch_id: int) -> None:
+    def __call__(self, raw: DataFrame, batch_id: int) -> int:
+        """Run and write batch ``batch_id``; returns its input rows."""
         started = time.monotonic()
         state = self.store.load(self.spark, batch_id, state_schemas(self.spec))
         out = process_batch(raw, self.spec, state)
@@ -67,6 +69,7 @@ class BatchWriter:
         self.store.save(batch_id, out.state)
         out.release()
         self._report(batch_id, counts, time.monotonic() - started)
+        return out.summary.rows
 
     def _write(self, out: BatchOutput, batch_id: int) -> dict[str, int]:
         """All Kafka-bound rows (join results, aggregate updates, dead letters) go out in one write."""
@@ -118,32 +121,100 @@ class BatchWriter:
         print(f"streamjoin batch {json.dumps(line)}", flush=True)
 
 
-def start_query(spark: SparkSession, spec: PipelineSpec, settings: JobSettings) -> StreamingQuery:
-    query_checkpoint = str(Path(settings.checkpoint_dir) / "query")
-    replanned = drop_uncommitted_batch(query_checkpoint)
-    if replanned is not None:
-        print(f"streamjoin {spec.name}: batch {replanned} was not committed; it is planned again", flush=True)
-    writer = (
-        read_inputs(spark, spec, settings)
-        .writeStream.queryName(spec.name)
-        .option("checkpointLocation", query_checkpoint)
-        .foreachBatch(BatchWriter(spark, spec, settings))
-    )
-    if settings.available_now:
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=f"{spec.trigger.processing_time} milliseconds")
-    # heartbeat: <checkpoint>/status.json after each batch; a <checkpoint>/stop marker stops between batches
-    heartbeat.attach(spark, spec.name, settings.checkpoint_dir)
-    query = writer.start()
-    heartbeat.watch_stop_marker(query, settings.checkpoint_dir)
-    return query
+class StreamJob:
+    """The batch loop of one pipeline; :meth:`run` until caught up (available-now) or stopped."""
+
+    def __init__(self, spark: SparkSession, spec: PipelineSpec, settings: JobSettings) -> None:
+        self.spark, self.spec, self.settings = spark, spec, settings
+        self.files = PipelineFiles(Path(settings.checkpoint_dir))
+        self.offset_log = self.files.offset_log
+        self.kafka = KafkaOffsets({"bootstrap.servers": settings.bootstrap})
+        self.sources = source_orders(spec)
+        self.writer = BatchWriter(spark, spec, settings)
+        self.heartbeat = Heartbeat(self.files, spec.name, self.offset_log.query_id(), str(uuid.uuid4()))
+
+    def _partitions(self) -> list[TopicPartition]:
+        return self.kafka.partitions(self.sources)
+
+    def _start_of(self, batch_id: int, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """Where batch ``batch_id`` starts: where the batch before ended; new partitions at their start."""
+        if batch_id > 0:
+            previous = self.offset_log.planned(batch_id - 1)
+            if previous is None:
+                raise CorruptCheckpointError(
+                    self.offset_log.root / "offsets", f"batch {batch_id - 1} is committed but its entry is missing"
+                )
+        else:
+            previous = self.offset_log.initial()
+        if previous is None:
+            which = self.kafka.latest if self.settings.starting_offsets == "latest" else self.kafka.earliest
+            previous = _nested(which(partitions))
+            self.offset_log.set_initial(previous)
+        start = {tp: previous[tp[0]][tp[1]] for tp in partitions if tp[1] in previous.get(tp[0], {})}
+        new = [tp for tp in partitions if tp not in start]
+        return start | self.kafka.earliest(new)
+
+    def run(self) -> int:
+        """Run batches; returns how many ran. A batch planned before a crash runs again first, unchanged."""
+        last = self.offset_log.last_committed()
+        batch_id = 0 if last is None else last + 1
+        ceiling = self.kafka.latest(self._partitions()) if self.settings.available_now else None
+        interval = self.spec.trigger.processing_time / 1000
+        ran = 0
+        next_start = 0.0
+        while not self._stop_requested():
+            partitions = self._partitions()
+            start = self._start_of(batch_id, partitions)
+            ends = self.offset_log.planned(batch_id)
+            if ends is None:
+                plan = self._plan(start, partitions, ceiling)
+                if plan.empty:
+                    if ceiling is not None:
+                        break
+                    self.heartbeat.idle()
+                    time.sleep(IDLE_POLL)
+                    continue
+                time.sleep(max(0.0, next_start - time.monotonic()))
+                ends = _nested(plan.end)
+                self.offset_log.plan(batch_id, ends, int(time.time() * 1000))
+            else:
+                print(f"streamjoin {self.spec.name}: batch {batch_id} was not committed; it runs again", flush=True)
+            next_start = time.monotonic() + interval
+            self._run_batch(batch_id, _nested(start), ends)
+            batch_id += 1
+            ran += 1
+        return ran
+
+    def _plan(
+        self, start: dict[TopicPartition, int], partitions: list[TopicPartition], ceiling: Mapping | None
+    ) -> BatchPlan:
+        latest = self.kafka.latest(partitions)
+        if ceiling is not None:
+            latest = {tp: min(o, ceiling.get(tp, start[tp])) for tp, o in latest.items()}
+        return plan_batch(start, latest, self.sources, self.kafka, self.spec.trigger.max_offsets_per_trigger)
+
+    def _run_batch(self, batch_id: int, start: Offsets, ends: Offsets) -> None:
+        started = time.time()
+        raw = read_offsets(self.spark, self.settings.bootstrap, start, ends)
+        rows = self.writer(raw, batch_id)
+        self.offset_log.commit(batch_id)
+        self.heartbeat.batch(batch_id, rows, started, time.time() - started, ends)
+
+    def _stop_requested(self) -> bool:
+        if not self.files.stop_requested():
+            return False
+        print("streamjoin stop marker seen: stopping between batches", flush=True)
+        self.files.clear_stop()
+        return True
 
 
-def describe_progress(progress: dict[str, Any] | None) -> str:
-    if not progress:
-        return "no progress yet"
-    return (
-        f"batch {progress.get('batchId')}: {progress.get('numInputRows')} rows, "
-        f"{progress.get('inputRowsPerSecond', 0):.0f} in/s, {progress.get('processedRowsPerSecond', 0):.0f} processed/s"
-    )
+def run_stream(spark: SparkSession, spec: PipelineSpec, settings: JobSettings) -> int:
+    """Run the pipeline's streaming join until stopped (or, available-now, until caught up)."""
+    return StreamJob(spark, spec, settings).run()
+
+
+def _nested(flat: Mapping[TopicPartition, int]) -> Offsets:
+    nested: Offsets = {}
+    for (topic, partition), offset in flat.items():
+        nested.setdefault(topic, {})[partition] = offset
+    return nested

@@ -8,19 +8,24 @@ ordering rule (docs/SEMANTICS.md).
 from __future__ import annotations
 
 import json
+import tempfile
 from collections import defaultdict
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from streamjoin.core.batch_plan import BatchPlan, RecordsIndex, plan_all
 from streamjoin.core.codec import encode
+from streamjoin.core.ordering import source_orders
 from streamjoin.core.spec import PipelineSpec
-from streamjoin.spark.engine import process_batch, state_schemas
+from streamjoin.spark.engine import SMALL_STATES, process_batch, state_schemas
 from streamjoin.spark.events import ORDER
 from streamjoin.spark.local_frames import local_frame
+from streamjoin.spark.state import StateStore
 
 RAW_SCHEMA = T.StructType(
     [
@@ -63,12 +68,68 @@ def raw_frame(spark: SparkSession, spec: PipelineSpec, records: Iterable[dict[st
 
 
 def replay(
-    spark: SparkSession, spec: PipelineSpec, records: Iterable[dict[str, Any]], *, batch: bool = False
+    spark: SparkSession,
+    spec: PipelineSpec,
+    records: Iterable[dict[str, Any]],
+    *,
+    batch: bool = False,
+    max_records: int | None = None,
 ) -> list[dict[str, Any]]:
-    """What the pipeline emits for ``records``, in emission order, as ``{topic, key, value, ts}`` dicts."""
+    """What the pipeline emits for ``records``, in emission order, as ``{topic, key, value, ts}`` dicts.
+
+    :param batch: process in the batch ordering rule instead of file order.
+    :param max_records: with ``batch``, cut the file into micro-batches of this many records as the
+        streaming job does (by event time, :mod:`streamjoin.core.batch_plan`), state carried between them
+        through a :class:`StateStore`; the output is the same for every size.
+    """
+    records = list(records)
     raw = raw_frame(spark, spec, records, batch)
-    state = {name: local_frame(spark, [], schema) for name, schema in state_schemas(spec).items()}
-    out = process_batch(raw, spec, state, file_order=not batch)
+    if not batch or max_records is None:
+        state = {name: local_frame(spark, [], schema) for name, schema in state_schemas(spec).items()}
+        return _run(spec, raw, state, file_order=not batch)
+    index = RecordsIndex(_timestamps(raw))
+    plans = plan_all({tp: 0 for tp in index.latest()}, index.latest(), source_orders(spec), index, max_records)
+    emitted: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="streamjoin-replay-") as state_dir:
+        store = StateStore(Path(state_dir), small=SMALL_STATES)
+        for batch_id, plan in enumerate(plans):
+            part = raw.filter(_in_plan(plan))
+            out_state = store.load(spark, batch_id, state_schemas(spec))
+            emitted += _run(spec, part, out_state, file_order=False, store=store, batch_id=batch_id)
+    return emitted
+
+
+def _timestamps(raw: DataFrame) -> dict[tuple[str, int], list[int]]:
+    rows = raw.select("topic", "partition", "offset", "ts").orderBy("topic", "partition", "offset").collect()
+    logs: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for r in rows:
+        logs[(r["topic"], r["partition"])].append(r["ts"])
+    return dict(logs)
+
+
+def _in_plan(plan: BatchPlan) -> Column:
+    condition = F.lit(False)
+    for (topic, partition), end in plan.end.items():
+        start = plan.start[(topic, partition)]
+        if end > start:
+            condition = condition | (
+                (F.col("topic") == topic) & (F.col("partition") == partition) & F.col("offset").between(start, end - 1)
+            )
+    return condition
+
+
+def _run(
+    spec: PipelineSpec,
+    raw: DataFrame,
+    state: dict[str, DataFrame],
+    *,
+    file_order: bool,
+    store: StateStore | None = None,
+    batch_id: int = 0,
+) -> list[dict[str, Any]]:
+    """One batch through :func:`process_batch`: what it emits (dead letters last); saves the state to
+    ``store`` when given."""
+    out = process_batch(raw, spec, state, file_order=file_order)
     order = ORDER
     frames = [
         out.results.select(
@@ -108,6 +169,8 @@ def replay(
                 "headers": {"reason": r["reason"], "source_topic": r["topic"]},
             }
         )
+    if store is not None:
+        store.save(batch_id, out.state)
     out.release()
     return result
 

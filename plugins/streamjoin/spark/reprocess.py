@@ -19,13 +19,14 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from streamjoin.core.backfill import BackfillPlan, offsets_json, partition_path
+from streamjoin.core.backfill import BackfillPlan, partition_path
 from streamjoin.core.plans import resolve
 from streamjoin.core.spec import PipelineSpec
 from streamjoin.kafka.clients import offsets_for_time
 from streamjoin.spark.engine import process_batch, state_schemas
 from streamjoin.spark.local_frames import local_frame
-from streamjoin.spark.sinks import CONSUMER_OPTIONS, file_rows
+from streamjoin.spark.sinks import file_rows
+from streamjoin.spark.source import read_offsets
 
 #: test knob: seconds to wait between writing the new day aside and swapping it in (to kill a run there)
 PAUSE_ENV = "STREAMJOIN_REPROCESS_PAUSE_BEFORE_SWAP"
@@ -74,34 +75,9 @@ def topic_ranges(plan: BackfillPlan, bootstrap: str) -> list[TopicRange]:
 
 def read_ranges(spark: SparkSession, bootstrap: str, ranges: list[TopicRange]) -> DataFrame:
     """The ranges as Kafka-shaped rows (``key, value, topic, partition, offset, ts``)."""
-    frames = []
-    for r in ranges:
-        if all(r.starting[p] == r.ending[p] for p in r.ending):
-            continue
-        frames.append(
-            spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("assign", _assign(r.topic, r.ending))
-            .option("startingOffsets", offsets_json(r.topic, r.starting))
-            .option("endingOffsets", offsets_json(r.topic, r.ending))
-            .option("failOnDataLoss", "true")
-            .options(**CONSUMER_OPTIONS)
-            .load()
-            .select("key", "value", "topic", "partition", "offset", F.unix_millis("timestamp").alias("ts"))
-        )
-    if not frames:
-        schema = "key binary, value binary, topic string, partition int, offset long, ts long"
-        return local_frame(spark, [], schema)
-    rows = frames[0]
-    for frame in frames[1:]:
-        rows = rows.unionByName(frame)
-    return rows
-
-
-def _assign(topic: str, partitions: dict[int, int]) -> str:
-    import json
-
-    return json.dumps({topic: sorted(partitions)})
+    start = {r.topic: dict(r.starting) for r in ranges}
+    end = {r.topic: dict(r.ending) for r in ranges}
+    return read_offsets(spark, bootstrap, start, end)
 
 
 def reprocess_day(

@@ -19,7 +19,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from streamjoin.airflow.status_store import PipelineFiles
+from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.plans import checkpoint_dir, connector_jars, package_zip, plan_submit, resolve
 from streamjoin.core.spec import PipelineSpec, load_spec
 from streamjoin.core.supervision import Health, Policy, State, assess, lag, lag_alert_due, may_restart

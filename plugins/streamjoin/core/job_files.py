@@ -1,0 +1,201 @@
+"""The files the streaming job and Airflow exchange, in one place: readable without Spark or the Airflow DB.
+
+Per pipeline, in its checkpoint folder ``var/checkpoints/<name>/``:
+
+* ``status.json``: the job's heartbeat after every batch (see :mod:`streamjoin.spark.heartbeat`);
+* ``stop``: the stop marker, honoured by the job between batches;
+* ``driver.json``: pid, process group, start time and spark-submit log of the launched driver;
+* ``supervisor.json``: restart times, since when lag is above the threshold, last assessment;
+* ``query/``: the job's offset log (:class:`OffsetLog`): ``metadata`` (the query id), ``offsets/N`` (the end
+  offsets batch N reads up to, written before it runs) and ``commits/N`` (written once its outputs and state
+  are). The layout and the text of the entries are Spark's own, so tools that read Spark checkpoints read it.
+
+Every write goes to a temporary file first and is renamed over the target: a reader never sees half of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from streamjoin.core.errors import CorruptCheckpointError
+
+STATUS_FILE = "status.json"
+STOP_FILE = "stop"
+DRIVER_FILE = "driver.json"
+SUPERVISOR_FILE = "supervisor.json"
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None if it is missing or not one."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    partial.write_text(text)
+    partial.replace(path)
+
+
+def _write(path: Path, record: dict[str, Any]) -> None:
+    write_text_atomic(path, json.dumps(record, default=str, indent=1))
+
+
+def pid_alive(pid: int, must_contain: str | None = None) -> bool:
+    """The process exists and is not a zombie; ``must_contain`` guards against pid reuse (cmdline)."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    proc = Path(f"/proc/{pid}")
+    try:
+        if " Z" in (proc / "stat").read_text().split(")", 1)[1][:3]:
+            return False
+        if must_contain is not None:
+            return must_contain in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return proc.exists() if must_contain is None else False
+    return True
+
+
+@dataclass(frozen=True)
+class PipelineFiles:
+    checkpoint: Path
+
+    @property
+    def status_path(self) -> Path:
+        return self.checkpoint / STATUS_FILE
+
+    def status(self) -> dict[str, Any] | None:
+        return _read(self.status_path)
+
+    def write_status(self, record: dict[str, Any]) -> None:
+        _write(self.status_path, record)
+
+    @property
+    def offset_log(self) -> OffsetLog:
+        return OffsetLog(self.checkpoint / QUERY_DIR)
+
+    def driver(self) -> dict[str, Any] | None:
+        return _read(self.checkpoint / DRIVER_FILE)
+
+    def record_driver(self, pid: int, pgid: int, log_path: str, name: str) -> dict[str, Any]:
+        record = {"pid": pid, "pgid": pgid, "started_at": time.time(), "log": log_path, "name": name}
+        _write(self.checkpoint / DRIVER_FILE, record)
+        return record
+
+    def driver_alive(self) -> bool:
+        driver = self.driver()
+        return driver is not None and pid_alive(int(driver["pid"]), driver.get("name"))
+
+    def supervisor(self) -> dict[str, Any]:
+        return _read(self.checkpoint / SUPERVISOR_FILE) or {"restarts": [], "lagging_since": None}
+
+    def save_supervisor(self, record: dict[str, Any]) -> None:
+        _write(self.checkpoint / SUPERVISOR_FILE, record)
+
+    def request_stop(self) -> None:
+        self.checkpoint.mkdir(parents=True, exist_ok=True)
+        (self.checkpoint / STOP_FILE).write_text(str(time.time()))
+
+    def stop_requested(self) -> bool:
+        return (self.checkpoint / STOP_FILE).exists()
+
+    def clear_stop(self) -> None:
+        (self.checkpoint / STOP_FILE).unlink(missing_ok=True)
+
+
+#: The offset log's folder in the checkpoint.
+QUERY_DIR = "query"
+Offsets = dict[str, dict[int, int]]
+
+
+class OffsetLog:
+    """Which offsets each batch reads, and which batches are done (exactly once across a crash).
+
+    Batch N's entry ``offsets/N`` holds the end offsets it reads up to; it starts where batch N-1 ended.
+    The entry is written before the batch runs and never changed, so a batch run again after a crash reads
+    the very same records. ``commits/N`` marks it done. Old entries are pruned, the newest ``keep`` kept.
+    """
+
+    def __init__(self, root: Path, keep: int = 100) -> None:
+        self.root = root
+        self.keep = keep
+
+    def _batches(self, folder: str) -> list[int]:
+        directory = self.root / folder
+        return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit()) if directory.is_dir() else []
+
+    def _metadata(self) -> dict[str, Any]:
+        path = self.root / "metadata"
+        if not path.exists():
+            write_text_atomic(path, json.dumps({"id": str(uuid.uuid4())}) + "\n")
+        try:
+            data = json.loads(path.read_text())
+            str(data["id"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptCheckpointError(path, f"not a query metadata file ({exc}); move it aside") from exc
+        return dict(data)
+
+    def query_id(self) -> str:
+        """The id of this checkpoint's query, created on first use."""
+        return str(self._metadata()["id"])
+
+    def initial(self) -> Offsets | None:
+        """Where batch 0 started (None: not chosen yet)."""
+        start = self._metadata().get("start")
+        return None if start is None else {t: {int(p): int(o) for p, o in parts.items()} for t, parts in start.items()}
+
+    def set_initial(self, start: Offsets) -> None:
+        data = self._metadata() | {"start": {t: {str(p): o for p, o in parts.items()} for t, parts in start.items()}}
+        write_text_atomic(self.root / "metadata", json.dumps(data) + "\n")
+
+    def last_committed(self) -> int | None:
+        done = self._batches("commits")
+        return done[-1] if done else None
+
+    def planned(self, batch_id: int) -> Offsets | None:
+        """The end offsets batch ``batch_id`` reads up to (None: not planned)."""
+        path = self.root / "offsets" / str(batch_id)
+        if not path.exists():
+            return None
+        lines = path.read_text().splitlines()
+        try:
+            data = json.loads(lines[2])
+            return {topic: {int(p): int(o) for p, o in parts.items()} for topic, parts in data.items()}
+        except (IndexError, ValueError, AttributeError) as exc:
+            raise CorruptCheckpointError(path, f"not an offsets entry ({exc}); move the checkpoint aside") from exc
+
+    def plan(self, batch_id: int, ends: Offsets, timestamp_ms: int) -> None:
+        meta = {"batchWatermarkMs": 0, "batchTimestampMs": timestamp_ms}
+        offsets = {t: {str(p): o for p, o in sorted(parts.items())} for t, parts in sorted(ends.items())}
+        write_text_atomic(self.root / "offsets" / str(batch_id), f"v1\n{json.dumps(meta)}\n{json.dumps(offsets)}")
+
+    def commit(self, batch_id: int) -> None:
+        write_text_atomic(self.root / "commits" / str(batch_id), 'v1\n{"nextBatchWatermarkMs":0}')
+        self._prune(batch_id)
+
+    def committed_offsets(self) -> Offsets | None:
+        """The end offsets of the newest committed batch (where the next one starts)."""
+        for batch in reversed(self._batches("commits")):
+            planned = self.planned(batch)
+            if planned is not None:
+                return planned
+        return None
+
+    def _prune(self, newest: int) -> None:
+        for folder in ("offsets", "commits"):
+            for batch in self._batches(folder):
+                if batch <= newest - self.keep:
+                    (self.root / folder / str(batch)).unlink(missing_ok=True)

@@ -1,0 +1,83 @@
+"""Offsets of a job's input partitions from the broker: where they start and end, and offsets-for-time
+(the :class:`streamjoin.core.batch_plan.OffsetIndex` the streaming job plans its batches with).
+
+One admin client serves a job's whole life: planning a batch asks the broker a few dozen times.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ListOffsetsResultInfo, OffsetSpec
+
+from streamjoin.core.batch_plan import TopicPartition as TP
+from streamjoin.core.errors import KafkaUnavailableError
+from streamjoin.kafka.admin import admin_client
+
+#: offsets-for-time finds no record that late: any offset past the end does (the planner clamps it)
+PAST_THE_END = sys.maxsize
+
+
+class KafkaOffsets:
+    """Offsets of partitions of one cluster.
+
+    :param admin_config: librdkafka settings (``bootstrap.servers`` and any security settings).
+    :param timeout: seconds per request.
+    """
+
+    def __init__(self, admin_config: Mapping[str, Any], *, timeout: float = 10.0) -> None:
+        self.config = dict(admin_config)
+        self.timeout = timeout
+        self._admin: AdminClient | None = None
+
+    @property
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = admin_client(self.config)
+        return self._admin
+
+    def partitions(self, topics: Iterable[str]) -> list[TP]:
+        """Every partition of ``topics``; a missing topic is an error naming it."""
+        found: list[TP] = []
+        for topic in sorted(set(topics)):
+            try:
+                meta = self.admin.list_topics(topic=topic, timeout=self.timeout)
+            except KafkaException as exc:
+                raise KafkaUnavailableError(f"no metadata for `{topic}` within {self.timeout:g} s: {exc}") from exc
+            info = meta.topics.get(topic)
+            if info is None or info.error is not None or not info.partitions:
+                reason = info.error if info is not None and info.error is not None else "no such topic"
+                raise KafkaUnavailableError(f"input topic `{topic}`: {reason}")
+            found += [(topic, p) for p in sorted(info.partitions)]
+        return found
+
+    def _list(self, partitions: Sequence[TP], spec: OffsetSpec) -> dict[TP, ListOffsetsResultInfo]:
+        if not partitions:
+            return {}
+        request = {TopicPartition(topic, partition): spec for topic, partition in partitions}
+        futures = self.admin.list_offsets(request, request_timeout=self.timeout)
+        found = {}
+        for tp, future in futures.items():
+            try:
+                found[(tp.topic, tp.partition)] = future.result(timeout=self.timeout)
+            except Exception as exc:
+                raise KafkaUnavailableError(f"offsets of `{tp.topic}` [{tp.partition}]: {exc}") from exc
+        return found
+
+    def earliest(self, partitions: Sequence[TP]) -> dict[TP, int]:
+        return {tp: info.offset for tp, info in self._list(partitions, OffsetSpec.earliest()).items()}
+
+    def latest(self, partitions: Sequence[TP]) -> dict[TP, int]:
+        return {tp: info.offset for tp, info in self._list(partitions, OffsetSpec.latest()).items()}
+
+    def offsets_for_time(self, partitions: Sequence[TP], ts: int) -> dict[TP, int]:
+        found = self._list(partitions, OffsetSpec.for_timestamp(ts))
+        return {tp: info.offset if info.offset >= 0 else PAST_THE_END for tp, info in found.items()}
+
+    def max_timestamp(self, partitions: Sequence[TP]) -> int | None:
+        stamps = [info.timestamp for info in self._list(partitions, OffsetSpec.max_timestamp()).values()]
+        stamps = [ts for ts in stamps if ts is not None and ts >= -1]
+        return max(stamps) if stamps else None

@@ -1,0 +1,50 @@
+"""The offset log the streaming job keeps in its checkpoint: planned before a batch, committed after."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streamjoin.core.errors import CorruptCheckpointError
+from streamjoin.core.job_files import OffsetLog, PipelineFiles
+
+
+def test_a_planned_batch_is_read_back_unchanged_and_counts_once_committed(tmp_path: Path) -> None:
+    log = PipelineFiles(tmp_path).offset_log
+    assert log.last_committed() is None and log.committed_offsets() is None
+    log.set_initial({"clicks": {0: 0, 1: 0}})
+    log.plan(0, {"clicks": {0: 5, 1: 7}}, 1)
+    assert log.planned(0) == {"clicks": {0: 5, 1: 7}}
+    assert log.last_committed() is None  # planned, not done: a restart runs it again
+    log.commit(0)
+    assert log.last_committed() == 0 and log.committed_offsets() == {"clicks": {0: 5, 1: 7}}
+    assert log.initial() == {"clicks": {0: 0, 1: 0}}
+    assert PipelineFiles(tmp_path).offset_log.query_id() == log.query_id()
+
+
+def test_entries_are_in_spark_s_checkpoint_format(tmp_path: Path) -> None:
+    """Tools that read Spark's offset logs (and the backfill sensor) read ours."""
+    log = OffsetLog(tmp_path)
+    log.plan(3, {"b": {1: 2}, "a": {0: 9}}, 1234)
+    lines = (tmp_path / "offsets" / "3").read_text().splitlines()
+    assert lines == ["v1", '{"batchWatermarkMs": 0, "batchTimestampMs": 1234}', '{"a": {"0": 9}, "b": {"1": 2}}']
+
+
+def test_old_entries_are_pruned(tmp_path: Path) -> None:
+    log = OffsetLog(tmp_path, keep=2)
+    for batch in range(5):
+        log.plan(batch, {"t": {0: batch}}, 0)
+        log.commit(batch)
+    assert sorted(p.name for p in (tmp_path / "offsets").iterdir()) == ["3", "4"]
+    assert log.committed_offsets() == {"t": {0: 4}}
+
+
+def test_a_corrupt_file_is_refused_with_its_path(tmp_path: Path) -> None:
+    (tmp_path / "metadata").write_text("not json\n")
+    with pytest.raises(CorruptCheckpointError, match=r"metadata.*move it aside"):
+        OffsetLog(tmp_path).query_id()
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "0").write_text("v1\n{}\n")
+    with pytest.raises(CorruptCheckpointError, match=r"offsets/0"):
+        OffsetLog(tmp_path).planned(0)
