@@ -30,7 +30,7 @@ from streamjoin.spark.projection import joined_value
 from streamjoin.spark.serde import spark_type
 from streamjoin.spark.sinks import encode_value
 from streamjoin.spark.stream_stream import CLOCK_SCHEMA, join_stream_stream, store_schema
-from streamjoin.spark.stream_table import join_stream_table
+from streamjoin.spark.stream_table import join_stream_table, null_key_results
 from streamjoin.spark.stream_table_versioned import CLOCK_SCHEMA as VERSIONED_CLOCK_SCHEMA
 from streamjoin.spark.stream_table_versioned import buffer_schema, history_schema, join_stream_table_versioned
 from streamjoin.spark.table_aggregate import PREVIOUS_SCHEMA, aggregate_table
@@ -110,8 +110,10 @@ def process_batch(
     new_state = {"order": partition_max_ts(raw.sparkSession, summary, state["order"])}
     cached: tuple[DataFrame, ...] = (decoded,)
     if join.shape is Shape.STREAM_TABLE and spec.right.versioned is not None:
+        # null-key stream records (left join, KIP-962) are joined with null at once, outside the buffer
+        null_keys = (F.col("side") == "L") & F.col("key").isNull()
         vt = join_stream_table_versioned(
-            events,
+            events.filter(~null_keys),
             state["history"],
             state["buffer"],
             state["clock"],
@@ -120,7 +122,7 @@ def process_batch(
             retention=spec.right.versioned.history_retention,
         )
         new_state |= {"history": vt.history, "buffer": vt.buffer, "clock": vt.clock}
-        results = vt.results
+        results = vt.results.unionByName(null_key_results(events), allowMissingColumns=False)
     elif join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE):
         lookup = F.col(LOOKUP_KEY) if join.key_selector is not None else None
         step = join_stream_table(events, state["table"], join.kind, lookup, has_updates=summary.good["R"] > 0)

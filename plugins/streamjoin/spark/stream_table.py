@@ -112,3 +112,23 @@ def join_stream_table(
 def latest_table_state(intervals: DataFrame) -> DataFrame:
     """The table after this batch's updates in ``ORDER`` (tombstones delete): each key's last interval."""
     return intervals.filter(F.col("__end").isNull() & ~F.col("tomb")).select(*TABLE_STATE_COLUMNS)
+
+
+def null_key_results(events: DataFrame) -> DataFrame:
+    """``(v, null)`` for the batch's null-key stream records (side L) of a left join, each at its own row
+    and ts (KIP-962): they match no table key, so they are neither looked up nor buffered by a grace
+    period. The decoder dead-letters such records of an inner join, so none reach here."""
+    return events.filter((F.col("side") == "L") & F.col("key").isNull()).select(
+        F.col("key"),
+        F.col("lval").alias("left"),
+        F.lit(None).alias("right"),
+        F.col("ts"),
+        F.lit(False).alias("matched"),
+        F.lit(False).alias("tomb_out"),
+        F.lit(0).alias("__sub"),
+        F.col("topic").alias("src_topic"),
+        F.col("__partition").alias("src_partition"),
+        F.col("__offset").alias("src_offset"),
+        "__task",
+        *ORDER,
+    )
