@@ -195,10 +195,12 @@ class StreamJob:
 
     def _run_batch(self, batch_id: int, start: Offsets, ends: Offsets) -> None:
         started = time.time()
-        raw = read_offsets(self.spark, self.settings.bootstrap, start, ends)
-        rows = self.writer(raw, batch_id)
+        rows = self.writer(self._raw(start, ends), batch_id)
         self.offset_log.commit(batch_id)
         self.heartbeat.batch(batch_id, rows, started, time.time() - started, ends)
+
+    def _raw(self, start: Offsets, ends: Offsets) -> DataFrame:
+        return read_offsets(self.spark, self.settings.bootstrap, start, ends)
 
     def _stop_requested(self) -> bool:
         if not self.files.stop_requested():
