@@ -22,10 +22,8 @@ from collections.abc import Iterable
 
 from streamjoin.core.batch_plan import SourceOrder
 from streamjoin.core.records import Record
-from streamjoin.core.spec import PipelineSpec, Role
-
-#: At equal effective timestamps: global-table updates, then table updates, then stream records.
-ROLE_RANK: dict[Role, int] = {Role.GLOBAL_TABLE: 0, Role.TABLE: 1, Role.STREAM: 2}
+from streamjoin.core.shapes import ROLE_RANK, Role
+from streamjoin.core.spec import PipelineSpec
 
 
 def input_positions(spec: PipelineSpec) -> dict[str, tuple[int, Role]]:

@@ -16,6 +16,9 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from streamjoin.core.errors import SpecError
+from streamjoin.core.shapes import Kind, Role, Shape, traits
+
+__all__ = ["Kind", "Role", "Shape"]  # defined with the shapes' traits; read from here as well
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1}
@@ -72,12 +75,6 @@ class Serde(_Model):
         return self
 
 
-class Role(StrEnum):
-    STREAM = "stream"
-    TABLE = "table"
-    GLOBAL_TABLE = "global_table"
-
-
 class Versioned(_Model):
     """A versioned table keeps history: lookups see the value as of a timestamp."""
 
@@ -96,30 +93,6 @@ class Input(_Model):
         if self.versioned is not None and self.role is Role.STREAM:
             raise ValueError("'versioned' applies to tables, not to role 'stream'")
         return self
-
-
-class Shape(StrEnum):
-    STREAM_STREAM = "stream-stream"
-    STREAM_TABLE = "stream-table"
-    STREAM_GLOBALTABLE = "stream-globaltable"
-    TABLE_TABLE = "table-table"
-    TABLE_TABLE_FK = "table-table-fk"
-
-
-class Kind(StrEnum):
-    INNER = "inner"
-    LEFT = "left"
-    OUTER = "outer"
-
-
-#: Which roles each shape joins and which kinds Kafka Streams offers for it.
-SHAPE_RULES: dict[Shape, tuple[Role, Role, frozenset[Kind]]] = {
-    Shape.STREAM_STREAM: (Role.STREAM, Role.STREAM, frozenset(Kind)),
-    Shape.STREAM_TABLE: (Role.STREAM, Role.TABLE, frozenset({Kind.INNER, Kind.LEFT})),
-    Shape.STREAM_GLOBALTABLE: (Role.STREAM, Role.GLOBAL_TABLE, frozenset({Kind.INNER, Kind.LEFT})),
-    Shape.TABLE_TABLE: (Role.TABLE, Role.TABLE, frozenset(Kind)),
-    Shape.TABLE_TABLE_FK: (Role.TABLE, Role.TABLE, frozenset({Kind.INNER, Kind.LEFT})),
-}
 
 
 class Window(_Model):
@@ -290,7 +263,8 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
             )
         ]
     problems: list[tuple[str, Any, str]] = []
-    left_role, right_role, kinds = SHAPE_RULES[join.shape]
+    shape = traits(join.shape)
+    left_role, right_role, kinds = shape.left, shape.right, shape.kinds
     for side, role in (("left", left_role), ("right", right_role)):
         actual = inputs[getattr(join, side)].role
         if actual is not role:
@@ -305,11 +279,11 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
     if join.kind not in kinds:
         allowed = ", ".join(sorted(k.value for k in kinds))
         problems.append(("join.kind", join.kind.value, f"one of {allowed} for shape {join.shape.value!r}"))
-    if (join.window is not None) != (join.shape is Shape.STREAM_STREAM):
+    if (join.window is not None) != shape.windowed:
         problems.append(("join.window", join.window, "a window for stream-stream joins, none for other shapes"))
-    if join.grace and join.shape not in (Shape.STREAM_STREAM, Shape.STREAM_TABLE):
+    if join.grace and not shape.grace:
         problems.append(("join.grace", join.grace, "0: grace applies to stream-stream and stream-table joins"))
-    if join.grace and join.shape is Shape.STREAM_TABLE:
+    if join.grace and shape.grace and not shape.windowed:  # a lookup's grace: stream records wait for versions
         versioned = inputs[join.right].versioned
         if versioned is None or versioned.history_retention < join.grace:
             problems.append(
@@ -319,11 +293,11 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
                     f"a versioned table with history_retention >= grace ({join.grace} ms)",
                 )
             )
-    if (join.foreign_key is not None) != (join.shape is Shape.TABLE_TABLE_FK):
+    if (join.foreign_key is not None) != shape.foreign_key:
         problems.append(
             ("join.foreign_key", join.foreign_key, "a foreign_key for table-table-fk joins, none for other shapes")
         )
-    if join.key_selector is not None and join.shape is not Shape.STREAM_GLOBALTABLE:
+    if join.key_selector is not None and not shape.key_selector:
         problems.append(("join.key_selector", join.key_selector, "no key_selector outside stream-globaltable"))
     if spec.output.topic is None and spec.output.files is None and spec.aggregate is None:
         problems.append(("output", None, "an output topic or files, or an aggregate"))

@@ -31,7 +31,8 @@ from types import MappingProxyType
 from typing import Any
 
 from streamjoin.core.errors import SpecError
-from streamjoin.core.spec import PipelineSpec, Role, Shape
+from streamjoin.core.shapes import traits
+from streamjoin.core.spec import PipelineSpec, Role
 
 #: Dead letters are read by humans, later: keep them longer than Kafka's 7-day default.
 DEAD_LETTER_RETENTION_MS = 14 * 24 * 3600 * 1000
@@ -55,11 +56,6 @@ _INPUT_ROLES = {
     Role.TABLE: TopicRole.INPUT_TABLE,
     Role.GLOBAL_TABLE: TopicRole.INPUT_GLOBAL_TABLE,
 }
-
-#: Shapes whose two inputs are read partition by partition, side by side.
-_COPARTITIONED_SHAPES = frozenset({Shape.STREAM_STREAM, Shape.STREAM_TABLE, Shape.TABLE_TABLE})
-#: Shapes whose result is a table (each output record replaces the previous one for its key).
-_TABLE_RESULT_SHAPES = frozenset({Shape.TABLE_TABLE, Shape.TABLE_TABLE_FK})
 
 
 @dataclass(frozen=True)
@@ -153,14 +149,14 @@ def plan_topics(spec: PipelineSpec) -> TopicPlan:
         config = {"cleanup.policy": policy, **common, **extra}
         return TopicSpec(name, kafka.partitions, kafka.replication_factor, config, role, group)
 
-    group = f"{spec.name}:join" if spec.join.shape in _COPARTITIONED_SHAPES else None
+    group = f"{spec.name}:join" if traits(spec.join.shape).copartitioned else None
     topics: list[TopicSpec] = []
     for input_ in spec.inputs.values():
         role = _INPUT_ROLES[input_.role]
         policy = DELETE if input_.role is Role.STREAM else COMPACT
         topics.append(topic(input_.topic, role, policy, None if input_.role is Role.GLOBAL_TABLE else group))
     if spec.output.topic is not None:
-        if spec.join.shape in _TABLE_RESULT_SHAPES:
+        if traits(spec.join.shape).table_result:
             topics.append(topic(spec.output.topic, TopicRole.OUTPUT_TABLE, COMPACT))
         else:
             topics.append(topic(spec.output.topic, TopicRole.OUTPUT, DELETE))
