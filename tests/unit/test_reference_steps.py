@@ -266,24 +266,54 @@ def test_fk_right_update_rejoins_pointing_left_rows_in_key_order() -> None:
     assert got == [[], [], [(2, ("p",), "P"), (10, ("p",), "P")]]
 
 
-def test_fk_inner_tombstones_only_existing_results() -> None:
+def test_fk_inner_follows_kafkas_subscription_instructions() -> None:
     got = fk_run(
         Kind.INNER,
-        (L, "a", ("p",), 1),  # no product: nothing to retract
+        (L, "a", ("p",), 1),  # a new key, no product: nothing
         (R, "p", "P", 2),
-        (L, "a", (None,), 3),  # points nowhere now: retract
-        (L, "a", ("q",), 4),  # still nothing
-        (L, "a", None, 5),  # delete without a result: nothing
-        (R, "zz", None, 6),  # delete of an absent fk: no-op
+        (L, "a", (None,), 3),  # points nowhere now: retract (DELETE_KEY_AND_PROPAGATE to the old fk)
+        (L, "a", ("q",), 4),  # the old value pointed nowhere: an insert, no product: nothing
+        (L, "a", ("q", "again"), 5),  # same fk, still no product: the old value did not join either
+        (L, "a", ("r",), 6),  # fk changed, no product r: a (redundant) tombstone, a never joined
+        (L, "a", None, 7),  # delete of a value with an fk: a (redundant) tombstone
+        (L, "a", None, 8),  # delete of an absent key: nothing
+        (L, "b", ("zz",), 9),  # a new key, no product zz: nothing
+        (R, "zz", None, 10),  # delete of an absent fk: b still subscribes to zz -> tombstone
     )
-    assert got == [[], [("a", ("p",), "P")], [("a", "tomb")], [], [], []]
+    assert got == [
+        [],
+        [("a", ("p",), "P")],
+        [("a", "tomb")],
+        [],
+        [],
+        [("a", "tomb")],
+        [("a", "tomb")],
+        [],
+        [],
+        [("b", "tomb")],
+    ]
+
+
+def test_fk_left_triggered_results_take_the_later_of_both_timestamps() -> None:
+    state = foreign_key.ForeignKeyState(Kind.INNER)
+    times = []
+    for side, key, value, ts in [(R, "p", "P", 10), (L, "a", ("p",), 5), (L, "a", None, 7), (L, "b", ("q",), 3)]:
+        if side is Side.LEFT:
+            step = foreign_key.step_left(state, rec(key, value, ts), ts, None if value is None else value[0])
+        else:
+            step = foreign_key.step_right(state, rec(key, value, ts), ts)
+        times.append([r.ts for r in step.results])
+    right = foreign_key.step_right(state, rec("q", "Q", 4), 4)
+    assert times == [[], [10], [10], []]  # a joins P of 10 s at 10 s; its delete looks up p too
+    assert [(r.key, r.ts) for r in right.results] == [("b", 4)]  # a right-triggered result: the right ts
 
 
 def test_fk_left_delete_of_the_right_row_keeps_left_rows_with_null() -> None:
     got = fk_run(
         Kind.LEFT, (R, "p", "P", 1), (L, "a", ("p",), 2), (R, "p", None, 3), (R, "p", None, 4), (L, "a", None, 5)
     )
-    assert got == [[], [("a", ("p",), "P")], [("a", ("p",), None)], [], [("a", "tomb")]]
+    # the second delete (of an fk the right table no longer holds) still reaches a, as in Kafka Streams
+    assert got == [[], [("a", ("p",), "P")], [("a", ("p",), None)], [("a", ("p",), None)], [("a", "tomb")]]
 
 
 def test_fk_change_moves_the_row() -> None:

@@ -14,15 +14,18 @@ t6                              p1: null         inner: o2: tombstone; left: o2:
 t7       o2: null                                o2: tombstone (a result exists)
 =======  =====================  ===============  =============================================
 
-Output ts is always the triggering record's. A left update looks up its foreign key's current right
-value; a right update fans out to every left key currently pointing at it, in key order (a delete of a
-foreign key the right table does not hold is a no-op). "A result exists" means the key's last output was
-not a tombstone. A versioned side ignores updates older than that key's latest (tombstones count).
+Kafka Streams 3.7+/4.x without a record cache (see ``streamjoin.core.semantics.foreign_key``): a
+left-triggered result is at ``max(left ts, ts of the right row looked up)``, a right-triggered one at the
+right record's ts. A left update looks up its new foreign key's current right value; inner: no right value
+gives a tombstone only when the old value had another non-null foreign key, a delete or a move to a null
+foreign key gives a tombstone when the old value had a non-null one (Kafka cannot know whether it joined).
+A right update or delete (even of a foreign key the right table does not hold) fans out to every left key
+currently pointing at it, in key order. A versioned side ignores updates older than that key's latest.
 
-Vectorised: right values as of each left update come from one window per foreign key; the left keys
-pointing at a foreign key when a right update arrives come from an equi-join on the foreign key with the
-intervals during which each left value held; whether a result exists before each event comes from one
-window per left key (each event decides alone whether a result exists after it).
+Vectorised: right values as of each left update (for its new and its old foreign key) come from one
+window per foreign key; the left keys pointing at a foreign key when a right update arrives come from an
+equi-join on the foreign key with the intervals during which each left value held; each left update's old
+value is the previous one of its key (in the batch, else the carried table).
 """
 
 from __future__ import annotations
@@ -42,9 +45,9 @@ SOURCE = list(dict.fromkeys(["ts", "topic", "__partition", "__offset", "__task",
 
 
 def left_state_schema(value_type: str) -> str:
-    """DDL of the left table: value, foreign key, whether the key's last output was a result, and the
-    update's ts; ``deleted`` rows only for a versioned input (their ts still rejects older updates)."""
-    return f"key string, lval {value_type}, fk string, has_result boolean, ts long, deleted boolean"
+    """DDL of the left table: value, foreign key and the update's ts; ``deleted`` rows only for a versioned
+    input (their ts still rejects older updates)."""
+    return f"key string, lval {value_type}, fk string, ts long, deleted boolean"
 
 
 def right_state_schema(value_type: str) -> str:
@@ -62,15 +65,6 @@ def keep_applied(updates: DataFrame, state: DataFrame) -> DataFrame:
     return applied.filter("__ok").drop("__ok", "__latest")
 
 
-def effective_rights(rights: DataFrame, right_state: DataFrame) -> DataFrame:
-    """Drop deletes of a foreign key the right table does not hold at that moment (no-ops)."""
-    before = Window.partitionBy("key").orderBy("__at").rowsBetween(Window.unboundedPreceding, -1)
-    carried = right_state.select("key", (~F.col("deleted")).alias("__carried"))
-    held = F.coalesce(F.last(~F.col("tomb")).over(before), F.col("__carried"))
-    with_held = rights.join(carried, "key", "left").withColumn("__held", F.coalesce(held, F.lit(False)))
-    return with_held.filter(~F.col("tomb") | F.col("__held")).drop("__carried", "__held")
-
-
 @dataclass(frozen=True)
 class ForeignKeyStep:
     results: DataFrame
@@ -83,34 +77,32 @@ def _at() -> Column:
     return F.struct(*ORDER)
 
 
-def _right_as_of(lefts: DataFrame, rights: DataFrame, right_state: DataFrame) -> DataFrame:
-    """Each left update with the right value of its foreign key just before it (``__rv``: struct
-    ``value, present``; null when never seen)."""
-    probes = lefts.filter(~F.col("tomb") & F.col("fk").isNotNull()).select("key", "fk", "__at")
-    mark = F.struct(F.col("rval").alias("value"), (~F.col("tomb")).alias("present"))
+def _right_as_of(probes: DataFrame, rights: DataFrame, right_state: DataFrame) -> DataFrame:
+    """For each probe (``key, fk, __at, __probe``), the right row of ``fk`` just before it (``__rv``: struct
+    ``value, present, ts``; null when never seen)."""
+    mark = F.struct(F.col("rval").alias("value"), (~F.col("tomb")).alias("present"), F.col("ts").alias("ts"))
     marks = rights.select(F.col("key").alias("fk"), "__at", mark.alias("__mark"))
     by_fk = Window.partitionBy("fk").orderBy("__at").rowsBetween(Window.unboundedPreceding, 0)
     carried = right_state.select(
         F.col("key").alias("fk"),
-        F.struct(F.col("rval").alias("value"), (~F.col("deleted")).alias("present")).alias("__c"),
+        F.struct(F.col("rval").alias("value"), (~F.col("deleted")).alias("present"), F.col("ts").alias("ts")).alias(
+            "__c"
+        ),
     )
-    seen = (
+    return (
         probes.unionByName(marks, allowMissingColumns=True)
         .withColumn("__rv", F.last("__mark", True).over(by_fk))
         .filter(F.col("key").isNotNull())
         .join(carried, "fk", "left")
-        .select("key", "__at", F.coalesce("__rv", "__c").alias("__rv"))
+        .select("key", "__at", "__probe", F.coalesce("__rv", "__c").alias("__rv"))
     )
-    return lefts.join(seen, ["key", "__at"], "left")
 
 
 def _fan_out(lefts: DataFrame, rights: DataFrame, left_state: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """One event per (right update, left key pointing at its foreign key at that moment), plus
-    ``__holds``: each left key's latest value, foreign key and whether it is deleted."""
+    """One event per (right update, left key pointing at its foreign key at that moment), plus each left
+    key's history (carried row first, ``__at`` null) with ``__next``: the position of the key's next row."""
     before_batch = F.lit(None).cast(lefts.schema["__at"].dataType)
-    carried = left_state.select(
-        "key", "lval", "fk", "ts", F.col("deleted").alias("tomb"), "has_result", before_batch.alias("__at")
-    )
+    carried = left_state.select("key", "lval", "fk", "ts", F.col("deleted").alias("tomb"), before_batch.alias("__at"))
     history = carried.unionByName(lefts.select("key", "lval", "fk", "ts", "tomb", "__at"), allowMissingColumns=True)
     per_key = Window.partitionBy("key").orderBy(F.col("__at").asc_nulls_first())
     history = history.withColumn("__next", F.lead("__at").over(per_key))
@@ -126,7 +118,7 @@ def _fan_out(lefts: DataFrame, rights: DataFrame, left_state: DataFrame) -> tupl
         F.col("h.lval").alias("lval"),
         F.col("r.rval").alias("rval"),
         (~F.col("r.tomb")).alias("__rv_present"),
-        F.lit("R").alias("__by"),
+        F.col("r.tomb").alias("__delete"),
         *[F.col(f"r.{c}").alias(c) for c in [*SOURCE, "__at"]],
     )
     in_key_order = Window.partitionBy("__at").orderBy("key")
@@ -158,56 +150,68 @@ def join_foreign_key(
         lefts = keep_applied(lefts, left_state)
     if versioned[1]:
         rights = keep_applied(rights, right_state)
-    rights = effective_rights(rights, right_state)
-    looked_up = _right_as_of(lefts, rights, right_state)
-    rv_present = F.coalesce(F.col("__rv.present"), F.lit(False))
-    left_events = looked_up.select(
+    fan, history = _fan_out(lefts, rights, left_state)
+    # each left update with its key's previous row (in the batch, else the carried one): the old value
+    per_key = Window.partitionBy("key").orderBy(F.col("__at").asc_nulls_first())
+    previous = history.select(
         "key",
-        F.when(~F.col("tomb"), F.col("lval")).alias("lval"),
-        F.when(rv_present, F.col("__rv.value")).alias("rval"),
-        (~F.col("tomb") & rv_present).alias("__rv_present"),
-        F.when(F.col("tomb"), F.lit("D")).otherwise(F.lit("L")).alias("__by"),
-        *SOURCE,
+        "__at",
+        # null when the previous row is a delete or there is none: the old value is absent
+        F.lag(F.when(~F.col("tomb"), F.struct(F.col("fk").alias("fk")))).over(per_key).alias("__old"),
+    ).filter(F.col("__at").isNotNull())
+    changes = (
+        lefts.join(previous, ["key", "__at"])
+        .withColumn("__old_present", F.col("__old").isNotNull())
+        .withColumn("__old_fk", F.col("__old.fk"))
+    )
+    new_fk = F.when(~F.col("tomb"), F.col("fk"))
+    probes = changes.select("key", "__at", new_fk.alias("fk"), F.lit("new").alias("__probe")).unionByName(
+        changes.select("key", "__at", F.col("__old_fk").alias("fk"), F.lit("old").alias("__probe"))
+    )
+    looked_up = _right_as_of(probes.filter(F.col("fk").isNotNull()), rights, right_state)
+    new_rv = looked_up.filter(F.col("__probe") == "new").select("key", "__at", F.col("__rv").alias("__new_rv"))
+    old_rv = looked_up.filter(F.col("__probe") == "old").select("key", "__at", F.col("__rv").alias("__old_rv"))
+    rows = changes.join(new_rv, ["key", "__at"], "left").join(old_rv, ["key", "__at"], "left")
+    rv_present = F.coalesce(F.col("__new_rv.present"), F.lit(False))
+    old_rv_ts = F.when(F.col("__old_rv.present"), F.col("__old_rv.ts"))
+    new_rv_ts = F.when(rv_present, F.col("__new_rv.ts"))
+    had_fk = F.col("__old_fk").isNotNull()
+    if kind is Kind.INNER:
+        to_nowhere = F.col("tomb") | F.col("fk").isNull()
+        moved = had_fk & (F.col("__old_fk") != F.col("fk"))
+        emit = F.when(to_nowhere, had_fk).otherwise(rv_present | moved)
+        delete = to_nowhere | ~rv_present
+        looked_ts = F.when(to_nowhere, old_rv_ts).otherwise(new_rv_ts)
+    else:
+        emit = ~F.col("tomb") | F.col("__old_present")
+        delete = F.col("tomb")
+        looked_ts = new_rv_ts
+    left_events = rows.filter(emit).select(
+        "key",
+        F.when(~delete, F.col("lval")).alias("lval"),
+        F.when(~delete & rv_present, F.col("__new_rv.value")).alias("rval"),
+        (~delete & rv_present).alias("__rv_present"),
+        delete.alias("__delete"),
+        F.greatest(F.col("ts"), F.coalesce(looked_ts, F.col("ts"))).alias("ts"),
+        *[c for c in SOURCE if c != "ts"],
         "__at",
         F.lit(0).alias("__sub"),
     )
-    fan, history = _fan_out(lefts, rights, left_state)
-    exists_after = {
-        Kind.INNER: F.col("__rv_present"),
-        Kind.LEFT: F.col("__by") != "D",
-    }[kind]
-    per_key = Window.partitionBy("key").orderBy("__at")
-    has_result = left_state.select("key", F.col("has_result").alias("__carried"))
-    timeline = (
-        left_events.unionByName(fan.select(*left_events.columns))
-        .withColumn("__after", exists_after)
-        .join(has_result, "key", "left")
-        .withColumn("__before", F.coalesce(F.lag("__after").over(per_key), F.col("__carried"), F.lit(False)))
-    )
-    emitted = timeline.filter(F.col("__after") | F.col("__before"))
+    fan_delete = F.col("__delete") & F.lit(kind is Kind.INNER)
+    fan_events = fan.withColumn("__delete", fan_delete).select(*left_events.columns)
+    emitted = left_events.unionByName(fan_events)
     results = result_rows(
         emitted,
-        F.col("lval"),
-        F.when(F.col("__rv_present"), F.col("rval")),
+        F.when(~F.col("__delete"), F.col("lval")),
+        F.when(~F.col("__delete") & F.col("__rv_present"), F.col("rval")),
         F.col("ts"),
-        ~F.col("__after"),
+        F.col("__delete"),
         F.col("__sub"),
     )
-    # every left update is an event: the keys with events are all the keys the batch changed
-    last_event = timeline.groupBy("key").agg(F.max_by("__after", "__at").alias("__has"))
-    updated = (
-        history.filter(F.col("__next").isNull() & (~F.col("tomb") | F.lit(versioned[0])))
-        .join(last_event, "key")
-        .select(
-            "key",
-            "lval",
-            "fk",
-            (F.col("__has") & ~F.col("tomb")).alias("has_result"),
-            "ts",
-            F.col("tomb").alias("deleted"),
-        )
-    )
-    new_left = left_state.join(last_event.select("key"), "key", "left_anti").unionByName(updated)
+    updated = history.filter(
+        F.col("__at").isNotNull() & F.col("__next").isNull() & (~F.col("tomb") | F.lit(versioned[0]))
+    ).select("key", "lval", "fk", "ts", F.col("tomb").alias("deleted"))
+    new_left = left_state.join(lefts.select("key").distinct(), "key", "left_anti").unionByName(updated)
     last_right = rights.groupBy("key").agg(F.max_by(F.struct("rval", "ts", "tomb"), "__at").alias("u"))
     fresh_right = last_right.select("key", "u.rval", "u.ts", F.col("u.tomb").alias("deleted"))
     if not versioned[1]:
