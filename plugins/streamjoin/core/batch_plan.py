@@ -142,6 +142,14 @@ def plan_batch(
     return BatchPlan(begin, end, cut_ts=lo)
 
 
+def by_topic(flat: Mapping[TopicPartition, int]) -> dict[str, dict[int, int]]:
+    """``{(topic, partition): offset}`` as ``{topic: {partition: offset}}`` (Kafka's and Spark's JSON shape)."""
+    nested: dict[str, dict[int, int]] = {}
+    for (topic, partition), offset in sorted(flat.items()):
+        nested.setdefault(topic, {})[partition] = offset
+    return nested
+
+
 class RecordsIndex:
     """:class:`OffsetIndex` over records held in memory: per partition, the timestamps in offset order
     (offset i is the i-th timestamp)."""

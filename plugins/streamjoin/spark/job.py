@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from streamjoin.core.batch_plan import BatchPlan, TopicPartition, plan_batch
+from streamjoin.core.batch_plan import BatchPlan, TopicPartition, by_topic, plan_batch
 from streamjoin.core.errors import CorruptCheckpointError
 from streamjoin.core.job_files import Offsets, PipelineFiles
 from streamjoin.core.ordering import source_orders
@@ -148,7 +148,7 @@ class StreamJob:
             previous = self.offset_log.initial()
         if previous is None:
             which = self.kafka.latest if self.settings.starting_offsets == "latest" else self.kafka.earliest
-            previous = _nested(which(partitions))
+            previous = by_topic(which(partitions))
             self.offset_log.set_initial(previous)
         start = {tp: previous[tp[0]][tp[1]] for tp in partitions if tp[1] in previous.get(tp[0], {})}
         new = [tp for tp in partitions if tp not in start]
@@ -175,12 +175,12 @@ class StreamJob:
                     time.sleep(IDLE_POLL)
                     continue
                 time.sleep(max(0.0, next_start - time.monotonic()))
-                ends = _nested(plan.end)
+                ends = by_topic(plan.end)
                 self.offset_log.plan(batch_id, ends, int(time.time() * 1000))
             else:
                 print(f"streamjoin {self.spec.name}: batch {batch_id} was not committed; it runs again", flush=True)
             next_start = time.monotonic() + interval
-            self._run_batch(batch_id, _nested(start), ends)
+            self._run_batch(batch_id, by_topic(start), ends)
             batch_id += 1
             ran += 1
         return ran
@@ -213,10 +213,3 @@ class StreamJob:
 def run_stream(spark: SparkSession, spec: PipelineSpec, settings: JobSettings) -> int:
     """Run the pipeline's streaming join until stopped (or, available-now, until caught up)."""
     return StreamJob(spark, spec, settings).run()
-
-
-def _nested(flat: Mapping[TopicPartition, int]) -> Offsets:
-    nested: Offsets = {}
-    for (topic, partition), offset in flat.items():
-        nested.setdefault(topic, {})[partition] = offset
-    return nested

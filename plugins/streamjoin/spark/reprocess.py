@@ -1,7 +1,8 @@
 """Reprocess one past day through the streaming job's :func:`process_batch` and publish it atomically.
 
 The input topics are read with Spark's Kafka batch source between offsets found by timestamp (see
-``core/backfill.py``), processed as one batch (the batch ordering rule) from empty state, and the results
+``core/backfill.py``), processed from empty state in micro-batches cut by event time as the streaming job
+cuts them (``core/batch_plan.py``: the same output as one batch, in bounded memory), and the results
 whose timestamp lies in the day are written to ``<files.path>/daily/date=D/``: first into a hidden
 directory beside it, then swapped in with renames. A re-run replaces the day; a killed run leaves the
 previous partition in place (a half-written directory is never visible under the partition's name).
@@ -20,13 +21,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamjoin.core.backfill import BackfillPlan, partition_path
-from streamjoin.core.plans import resolve
+from streamjoin.core.batch_plan import by_topic, plan_batch
+from streamjoin.core.ordering import source_orders
+from streamjoin.core.plans import checkpoint_dir, resolve
 from streamjoin.core.spec import PipelineSpec
 from streamjoin.kafka.clients import offsets_for_time
-from streamjoin.spark.engine import process_batch, state_schemas
-from streamjoin.spark.local_frames import local_frame
+from streamjoin.kafka.offsets import KafkaOffsets
+from streamjoin.spark.engine import SMALL_STATES, process_batch, state_schemas
 from streamjoin.spark.sinks import file_rows
 from streamjoin.spark.source import read_offsets
+from streamjoin.spark.state import StateStore
 
 #: test knob: seconds to wait between writing the new day aside and swapping it in (to kill a run there)
 PAUSE_ENV = "STREAMJOIN_REPROCESS_PAUSE_BEFORE_SWAP"
@@ -89,56 +93,86 @@ def reprocess_day(
     home: Path,
     dry_run: bool = False,
 ) -> DayResult:
-    """Run ``plan``'s day through :func:`process_batch`; publish the enriched output (and the aggregate's
-    updates of the day) unless ``dry_run``."""
+    """Run ``plan``'s day through :func:`process_batch` in micro-batches of the spec's
+    ``max_offsets_per_trigger``, cut by event time as the streaming job cuts them (the same output for any
+    size, memory bounded by the batch); publish the enriched output (and the aggregate's updates of the
+    day) unless ``dry_run``."""
     started = time.monotonic()
     result = DayResult(day=plan.day.isoformat(), dry_run=dry_run)
-    raw = read_ranges(spark, bootstrap, topic_ranges(plan, bootstrap))
-    state = {name: local_frame(spark, [], schema) for name, schema in state_schemas(spec).items()}
-    out = process_batch(raw, spec, state)
-    # the decoded batch is cached by process_batch; here the join too, for the aggregate
-    result.input_rows = out.summary.rows
-    joined = out.results.persist()
-    in_day = (F.col("ts") >= F.lit(plan.start_ms)) & (F.col("ts") < F.lit(plan.end_ms))
-    results = file_rows(joined.filter(in_day)).drop("date").persist()
-    result.results = results.count()
-    result.dead_letters = out.dead_letters.filter(in_day).count()
-    outputs: list[tuple[str, DataFrame, str, str]] = []
+    ranges = topic_ranges(plan, bootstrap)
+    kafka = KafkaOffsets({"bootstrap.servers": bootstrap})
+    begin = {(r.topic, p): o for r in ranges for p, o in r.starting.items()}
+    earliest = kafka.earliest([tp for tp, o in begin.items() if o < 0])
+    begin = {tp: earliest.get(tp, o) for tp, o in begin.items()}
+    end = {(r.topic, p): o for r in ranges for p, o in r.ending.items()}
+    targets: dict[str, tuple[Path, str]] = {}
     if spec.output.files:
-        outputs.append(("enriched", results, spec.output.files.path, spec.output.files.format))
-    aggregates: DataFrame | None = None
-    if spec.aggregate is not None and out.aggregates is not None:
-        aggregates = file_rows(out.aggregates.filter(in_day)).drop("date").persist()
-        result.aggregates = aggregates.count()
-        if spec.aggregate.output.files:
-            files = spec.aggregate.output.files
-            outputs.append(("aggregate", aggregates, files.path, files.format))
-    if not dry_run:
-        for name, frame, path, fmt in outputs:
-            target = partition_path(resolve(path, home), plan.day)
-            publish(frame, target, fmt)
-            result.paths[name] = str(target)
-    out.release()
-    for cached in (results, aggregates, joined):
-        if cached is not None:
-            cached.unpersist()
+        targets["enriched"] = (
+            partition_path(resolve(spec.output.files.path, home), plan.day),
+            spec.output.files.format,
+        )
+    if spec.aggregate is not None and spec.aggregate.output.files:
+        files = spec.aggregate.output.files
+        targets["aggregate"] = (partition_path(resolve(files.path, home), plan.day), files.format)
+    staged = {name: staging_path(target) for name, (target, _) in targets.items()}
+    in_day = (F.col("ts") >= F.lit(plan.start_ms)) & (F.col("ts") < F.lit(plan.end_ms))
+    # beside the pipeline's checkpoint: storage the job's executors share, like the stream's own state
+    state_root = checkpoint_dir(spec, home).with_name(f".reprocess-{spec.name}-{plan.day}-{uuid.uuid4().hex[:8]}")
+    store = StateStore(state_root, small=SMALL_STATES)
+    position, batch_id = begin, 0
+    try:
+        while batch_id == 0 or position != end:
+            batch = plan_batch(position, end, source_orders(spec), kafka, spec.trigger.max_offsets_per_trigger)
+            raw = read_offsets(spark, bootstrap, by_topic(batch.start), by_topic(batch.end))
+            out = process_batch(raw, spec, store.load(spark, batch_id, state_schemas(spec)))
+            result.input_rows += out.summary.rows
+            joined = out.results.persist()
+            frames = {"enriched": file_rows(joined.filter(in_day)).drop("date").persist()}
+            result.results += frames["enriched"].count()
+            result.dead_letters += out.dead_letters.filter(in_day).count()
+            if spec.aggregate is not None and out.aggregates is not None:
+                frames["aggregate"] = file_rows(out.aggregates.filter(in_day)).drop("date").persist()
+                result.aggregates = (result.aggregates or 0) + frames["aggregate"].count()
+            if not dry_run:
+                for name, staging in staged.items():
+                    write_staged(frames[name], staging, targets[name][1])
+            store.save(batch_id, out.state)
+            out.release()
+            for frame in (*frames.values(), joined):
+                frame.unpersist()
+            position, batch_id = batch.end, batch_id + 1
+        if not dry_run:
+            for name, (target, _) in targets.items():
+                swap_in(staged[name], target)
+                result.paths[name] = str(target)
+    finally:
+        for staging in staged.values():
+            shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(state_root, ignore_errors=True)
     result.seconds = time.monotonic() - started
     return result
 
 
-def publish(frame: DataFrame, target: Path, fmt: str) -> None:
-    """Write ``frame`` beside ``target`` and swap it in: rename the old partition aside, the new one in,
-    then delete the old one. Leftovers of a killed run are cleaned up (or the old partition restored)."""
+def staging_path(target: Path) -> Path:
+    """A fresh hidden directory beside ``target`` for its new content (after cleaning up a killed run's)."""
     recover(target)
-    token = uuid.uuid4().hex[:8]
-    staging = target.with_name(f".{target.name}.new-{token}")
-    writer = frame.coalesce(max(1, frame.rdd.getNumPartitions() // 4)).write.mode("overwrite")
+    return target.with_name(f".{target.name}.new-{uuid.uuid4().hex[:8]}")
+
+
+def write_staged(frame: DataFrame, staging: Path, fmt: str) -> None:
+    """Add ``frame`` to the staged content (one batch of the day)."""
+    writer = frame.coalesce(max(1, frame.rdd.getNumPartitions() // 4)).write.mode("append")
     writer.json(str(staging)) if fmt == "json" else writer.parquet(str(staging))
+
+
+def swap_in(staging: Path, target: Path) -> None:
+    """Rename the old partition aside, the staged one in, then delete the old one. A killed run leaves
+    either the old or the new partition under the target's name (:func:`recover` tidies up)."""
     pause = float(os.environ.get(PAUSE_ENV, "0") or 0)
     if pause:
         print(f"streamjoin reprocess staged {staging}; swapping in {pause}s", flush=True)
         time.sleep(pause)
-    old = target.with_name(f".{target.name}.old-{token}")
+    old = staging.with_name(staging.name.replace(".new-", ".old-"))
     if target.exists():
         target.rename(old)
     staging.rename(target)
