@@ -1,0 +1,309 @@
+package dev.streamjoin.bench;
+
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.UUID;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.LongDeserializer;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.KeyValue;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.Topology;
+import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.JoinWindows;
+import org.apache.kafka.streams.kstream.KStream;
+import org.apache.kafka.streams.kstream.KTable;
+import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.StreamJoined;
+
+/**
+ * The Kafka Streams side of {@code bench/bench_join.py}: one workload, run on command from stdin, each run
+ * with a fresh {@code application.id} (so from the beginning of the input topics) into fresh output topics.
+ *
+ * <pre>
+ * java -jar kafka-streams-bench.jar --bootstrap B --workload join|join-sum|join-sum-nocache|stream-stream|copy
+ *     --clicks T --regions T --views T --expect-count N [--expect-totals region=n,...] [--expect-agg-count N]
+ * stdin:  run TAG OUTPUT_TOPIC [AGGREGATE_TOPIC]    (one line per run; "quit" or EOF ends)
+ * stdout: KS_RESULT {"tag": ..., "seconds": ..., "done": true|false, ...}
+ * </pre>
+ *
+ * <p>Workloads: {@code copy} (clicks to the output, bytes as they are); {@code join} (clicks leftJoin regions,
+ * value {@code {"region": region or "UNKNOWN", "clicks": n}}); {@code join-sum} (the join to the output, and
+ * its clicks summed per region to the aggregate topic, default record cache); {@code join-sum-nocache} (the
+ * same with {@code statestore.cache.max.bytes=0}: one aggregate update per click); {@code stream-stream} (views
+ * join clicks, {@code JoinWindows.ofTimeDifferenceWithNoGrace(10 s)}, inner).
+ *
+ * <p>A run ends when the output topic's end offsets reach {@code --expect-count} (and, for join-sum, the latest
+ * value of every region on the aggregate topic equals {@code --expect-totals}; for join-sum-nocache the
+ * aggregate topic's end offsets reach {@code --expect-agg-count}); its time is from {@code start()} to then. If
+ * the outputs stop growing for {@code --idle-seconds} first, the run ends with {@code "done": false}.
+ */
+public final class KafkaStreamsBench {
+    private final Map<String, String> opts;
+    private final String bootstrap;
+    private final String workload;
+    private final long expectCount;
+    private final long expectAggCount;
+    private final Map<String, Long> expectTotals;
+    private final Admin admin;
+
+    private KafkaStreamsBench(Map<String, String> opts) {
+        this.opts = opts;
+        this.bootstrap = opts.getOrDefault("bootstrap", "127.0.0.1:19092");
+        this.workload = required("workload");
+        this.expectCount = Long.parseLong(opts.getOrDefault("expect-count", "-1"));
+        this.expectAggCount = Long.parseLong(opts.getOrDefault("expect-agg-count", "-1"));
+        this.expectTotals = new HashMap<>();
+        String totals = opts.getOrDefault("expect-totals", "");
+        for (String pair : totals.split(",")) {
+            if (!pair.isEmpty()) {
+                int eq = pair.lastIndexOf('=');
+                expectTotals.put(pair.substring(0, eq), Long.parseLong(pair.substring(eq + 1)));
+            }
+        }
+        Properties props = new Properties();
+        props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        this.admin = Admin.create(props);
+    }
+
+    private String required(String name) {
+        String value = opts.get(name);
+        if (value == null) {
+            throw new IllegalArgumentException("--" + name + " is required");
+        }
+        return value;
+    }
+
+    static String enriched(String region, Long clicks) {
+        return "{\"region\":\"" + (region == null ? "UNKNOWN" : region) + "\",\"clicks\":" + clicks + "}";
+    }
+
+    private record Enriched(String region, Long clicks) {}
+
+    Topology topology(String output, String aggregate) {
+        StreamsBuilder builder = new StreamsBuilder();
+        switch (workload) {
+            case "copy" -> builder.stream(required("clicks"), Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
+                    .to(output, Produced.with(Serdes.ByteArray(), Serdes.ByteArray()));
+            case "join" -> {
+                KStream<String, Long> clicks = builder.stream(required("clicks"), Consumed.with(Serdes.String(), Serdes.Long()));
+                KTable<String, String> regions = builder.table(required("regions"), Consumed.with(Serdes.String(), Serdes.String()));
+                clicks.leftJoin(regions, (n, region) -> enriched(region, n))
+                        .to(output, Produced.with(Serdes.String(), Serdes.String()));
+            }
+            case "join-sum", "join-sum-nocache" -> {
+                KStream<String, Long> clicks = builder.stream(required("clicks"), Consumed.with(Serdes.String(), Serdes.Long()));
+                KTable<String, String> regions = builder.table(required("regions"), Consumed.with(Serdes.String(), Serdes.String()));
+                KStream<String, Enriched> joined =
+                        clicks.leftJoin(regions, (n, region) -> new Enriched(region == null ? "UNKNOWN" : region, n));
+                joined.mapValues(e -> enriched(e.region(), e.clicks()))
+                        .to(output, Produced.with(Serdes.String(), Serdes.String()));
+                joined.map((user, e) -> KeyValue.pair(e.region(), e.clicks()))
+                        .groupByKey(Grouped.with(Serdes.String(), Serdes.Long()))
+                        .reduce(Long::sum, Materialized.with(Serdes.String(), Serdes.Long()))
+                        .toStream()
+                        .to(aggregate, Produced.with(Serdes.String(), Serdes.Long()));
+            }
+            case "stream-stream" -> {
+                KStream<String, String> views = builder.stream(required("views"), Consumed.with(Serdes.String(), Serdes.String()));
+                KStream<String, Long> clicks = builder.stream(required("clicks"), Consumed.with(Serdes.String(), Serdes.Long()));
+                views.join(
+                                clicks,
+                                (view, n) -> "{\"view\":\"" + view + "\",\"clicks\":" + n + "}",
+                                JoinWindows.ofTimeDifferenceWithNoGrace(Duration.ofSeconds(10)),
+                                StreamJoined.with(Serdes.String(), Serdes.String(), Serdes.Long()))
+                        .to(output, Produced.with(Serdes.String(), Serdes.String()));
+            }
+            default -> throw new IllegalArgumentException("unknown workload " + workload);
+        }
+        Properties props = streamsConfig("unused", Path.of("unused"));
+        return builder.build(props);
+    }
+
+    Properties streamsConfig(String appId, Path stateDir) {
+        Properties props = new Properties();
+        props.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
+        props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.AT_LEAST_ONCE);
+        props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, Integer.parseInt(opts.getOrDefault("threads", "2")));
+        props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir.toString());
+        // the table's source topic is its changelog (no copy of the regions topic), as usually deployed
+        props.put(StreamsConfig.TOPOLOGY_OPTIMIZATION_CONFIG, StreamsConfig.OPTIMIZE);
+        // at_least_once commits every 30 s by default, and the record cache flushes the aggregate on commit:
+        // at the end of a backlog the last totals would wait up to 30 s. The bench commits every second.
+        props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Integer.parseInt(opts.getOrDefault("commit-interval-ms", "1000")));
+        if (workload.equals("join-sum-nocache")) {
+            props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0L);
+        }
+        props.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
+        return props;
+    }
+
+    long endOffsets(String topic) throws Exception {
+        Map<TopicPartition, OffsetSpec> request = new HashMap<>();
+        for (var partition : admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions()) {
+            request.put(new TopicPartition(topic, partition.partition()), OffsetSpec.latest());
+        }
+        long sum = 0;
+        for (var info : admin.listOffsets(request).all().get().values()) {
+            sum += info.offset();
+        }
+        return sum;
+    }
+
+    KafkaConsumer<String, Long> aggregateReader(String topic) throws Exception {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, LongDeserializer.class.getName());
+        KafkaConsumer<String, Long> consumer = new KafkaConsumer<>(props);
+        List<TopicPartition> partitions = new ArrayList<>();
+        for (var partition : admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions()) {
+            partitions.add(new TopicPartition(topic, partition.partition()));
+        }
+        consumer.assign(partitions);
+        consumer.seekToBeginning(partitions);
+        return consumer;
+    }
+
+    String run(String tag, String output, String aggregate) throws Exception {
+        String appId = "ks-bench-" + workload + "-" + tag + "-" + UUID.randomUUID().toString().substring(0, 8);
+        Path stateDir = Files.createTempDirectory("ks-bench-state-");
+        boolean totals = workload.equals("join-sum");
+        boolean aggCount = workload.equals("join-sum-nocache");
+        KafkaConsumer<String, Long> reader = totals ? aggregateReader(aggregate) : null;
+        Map<String, Long> latest = new HashMap<>();
+        KafkaStreams streams = new KafkaStreams(topology(output, aggregate), streamsConfig(appId, stateDir));
+        long[] running = {0};
+        streams.setStateListener((now, before) -> {
+            if (now == KafkaStreams.State.RUNNING && running[0] == 0) {
+                running[0] = System.nanoTime();
+            }
+        });
+        double idleSeconds = Double.parseDouble(opts.getOrDefault("idle-seconds", "60"));
+        long started = System.nanoTime();
+        streams.start();
+        boolean done = false;
+        long count = 0;
+        long aggRecords = 0;
+        long lastProgress = System.nanoTime();
+        long lastSeen = -1;
+        while (true) {
+            count = endOffsets(output);
+            boolean ok = count >= expectCount;
+            if (totals) {
+                var records = reader.poll(Duration.ofMillis(50));
+                for (ConsumerRecord<String, Long> record : records) {
+                    latest.put(record.key(), record.value());
+                    aggRecords++;
+                }
+                ok = ok && latest.equals(expectTotals);
+            } else if (aggCount) {
+                aggRecords = endOffsets(aggregate);
+                ok = ok && aggRecords >= expectAggCount;
+            } else {
+                Thread.sleep(50);
+            }
+            if (ok) {
+                done = true;
+                break;
+            }
+            if (count + aggRecords != lastSeen) {
+                lastSeen = count + aggRecords;
+                lastProgress = System.nanoTime();
+            } else if ((System.nanoTime() - lastProgress) / 1e9 > idleSeconds) {
+                break;
+            }
+            if (streams.state() == KafkaStreams.State.ERROR || streams.state() == KafkaStreams.State.NOT_RUNNING) {
+                break;
+            }
+        }
+        double seconds = ((done ? System.nanoTime() : lastProgress) - started) / 1e9;  // not done: to the last output
+        double startup = running[0] == 0 ? -1 : (running[0] - started) / 1e9;
+        streams.close(Duration.ofSeconds(60));
+        if (reader != null) {
+            reader.close();
+        }
+        deleteRecursively(stateDir);
+        // the run's internal topics (repartition, changelogs) are not needed any more
+        Set<String> internal = admin.listTopics().names().get().stream()
+                .filter(name -> name.startsWith(appId + "-"))
+                .collect(Collectors.toSet());
+        if (!internal.isEmpty()) {
+            admin.deleteTopics(internal).all().get();
+        }
+        return String.format(Locale.ROOT,
+                "{\"tag\": \"%s\", \"workload\": \"%s\", \"seconds\": %.3f, \"startup_seconds\": %.3f, \"done\": %s, "
+                        + "\"output_records\": %d, \"aggregate_records\": %d, \"application_id\": \"%s\"}",
+                tag, workload, seconds, startup, done, count, aggRecords, appId);
+    }
+
+    static void deleteRecursively(Path root) throws IOException {
+        if (!Files.exists(root)) {
+            return;
+        }
+        try (Stream<Path> paths = Files.walk(root)) {
+            paths.sorted(Comparator.reverseOrder()).map(Path::toFile).forEach(File::delete);
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        Map<String, String> opts = new HashMap<>();
+        for (int i = 0; i < args.length; i++) {
+            if (!args[i].startsWith("--") || i + 1 >= args.length) {
+                throw new IllegalArgumentException("expected --name value pairs, got " + args[i]);
+            }
+            opts.put(args[i].substring(2), args[++i]);
+        }
+        KafkaStreamsBench bench = new KafkaStreamsBench(opts);
+        BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        System.out.println("KS_READY");
+        System.out.flush();
+        String line;
+        while ((line = stdin.readLine()) != null) {
+            String[] words = line.trim().split("\\s+");
+            if (words.length == 0 || words[0].isEmpty()) {
+                continue;
+            }
+            if (words[0].equals("quit")) {
+                break;
+            }
+            if (!words[0].equals("run") || words.length < 3) {
+                throw new IllegalArgumentException("expected: run TAG OUTPUT_TOPIC [AGGREGATE_TOPIC], got " + line);
+            }
+            String result = bench.run(words[1], words[2], words.length > 3 ? words[3] : null);
+            System.out.println("KS_RESULT " + result);
+            System.out.flush();
+        }
+        bench.admin.close(Duration.ofSeconds(10));
+        System.exit(0);
+    }
+}
