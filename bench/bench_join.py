@@ -1,24 +1,45 @@
 """Kafka -> join -> Kafka throughput of the seed's clicks x regions pipeline and of a 10 s windowed
-stream-stream join, next to a baseline measured in the same run: the same Spark job shape (Kafka source,
-foreachBatch, Kafka sink) that only consumes the clicks and produces them again. Then end-to-end latency
-of the stream-table join at a fixed input rate.
+stream-stream join, next to Kafka Streams 4.1.1 running the same workloads on the same input topics, and
+a copy baseline; every figure from a run whose output content was checked. Then end-to-end latency of the
+stream-table join at a fixed input rate.
 
-    .venv/bin/python bench/bench_join.py --bootstrap 127.0.0.1:19092 --clicks 5000000 --users 100000
+    .venv/bin/python bench/bench_join.py --bootstrap 127.0.0.1:19092 --clicks 5000000 --users 100000 \
+        --views 1000000 --max-per-trigger 1500000,100000
 
-Each variant runs in a JVM of its own (a child process of this script: one pipeline per JVM, as a deployed
-job runs), ``--runs`` times in a row (default 2) on the same topics, with a fresh checkpoint each time. The
-first run pays the JVM's warm-up (JIT compilation of Spark, the Kafka clients and the generated code, about
-a minute of one core on 2 cores); the last run is the steady state of a long-running job. Both are
-printed; ratios are within a run. (Variants sharing one JVM skew each other: after two baseline runs in
-the same JVM the warm join did 143k records/s, alone in its JVM 153-171k.)
+The generator (``produce_clicks.produce``) computes the expected answer while producing: clicks summed per
+region (``UNKNOWN`` for the ~2% of clicks from users without a region), the number of enriched clicks, and
+the number of view-click pairs of one user at most 10 s apart. After each run, outside its timed part, the
+bench reads the run's output topics with Spark's Kafka batch source (a Spark session of its own) and checks:
+``join``: as many enriched clicks as clicks, and their per-region sums equal the totals; ``join+sum``
+variants: that too, and the latest value per region on the aggregate topic equals the totals;
+``stream-stream``: as many results as pairs; ``baseline``: as many records as clicks, same sum. Our runs
+also must leave the dead-letter topic empty. A run whose content is wrong prints ``FAILED`` with expected
+and got, reports no rate, and the bench exits 1 at the end. Every run writes to output topics of its own.
 
-Variants: ``baseline``, ``join`` (clicks x regions), ``join+sum`` (per-region sum, one update per click),
-``join+sum/batch`` (per-region sum, one update per region and batch), ``stream-stream`` (views x clicks,
-10 s window, inner). Rates are input records per second over a backlog (available-now trigger, batches of
-``--max-per-trigger``). Latency: Kafka timestamp of the output record (set when Spark's sink sends it)
-minus the click's timestamp (set by the producer when it sends it), at ``--latency-rate`` clicks/s.
+Each streamjoin variant runs in a JVM of its own (a child process of this script, one pipeline per JVM,
+as a deployed job runs) and each Kafka Streams workload in a JVM of its own beside it; the runs alternate:
+Kafka Streams run 1, streamjoin run 1, Kafka Streams run 2, streamjoin run 2, ... (``--runs``, default 2).
+The first run of each pays its JVM's warm-up (cold), the last is the steady state (warm); both are
+printed, with the ratio streamjoin / Kafka Streams of the same run.
 
-Prints each figure and the ratios to the baseline; appends a JSON line to bench/results.jsonl.
+Variants (``--variants``) and their Kafka Streams counterparts (``bench/kafka-streams``): ``baseline``
+(streamjoin's job shape, Kafka batch reads of offset ranges and the Kafka sink, copying the clicks / a
+``stream(clicks).to(out)`` topology), ``join`` (clicks leftJoin regions), ``join+sum/batch`` (+ per-region
+sum, one update per region and micro-batch / Kafka Streams' default record cache), ``join+sum`` (one sum
+update per click / no record cache), ``stream-stream`` (views x clicks, 10 s window, inner). Rates are
+input records per second over a backlog (streamjoin: ``run_stream`` with ``available_now``, batches of at
+most ``--max-per-trigger`` offsets, no pause between batches). ``--max-per-trigger`` takes a comma list:
+all variants run at the first size, ``--more-sizes-variants`` (default ``join``) at the others.
+
+Per-batch times come from the job's ``streamjoin batch {...}`` lines: batches without join results (the
+table being loaded) apart from the others, against the table's size (``--users``, e.g. 10_000_000).
+
+Latency: Kafka timestamp of the output record (set when Spark's sink sends it) minus the click's timestamp
+(set by the producer when it sends it), at ``--latency-rate`` clicks/s, the job running (not
+available-now); its output is checked too (count and per-region sums).
+
+Appends a JSON line to bench/results.jsonl (``rates``/``first_rates``: streamjoin's warm and first checked
+rates at the first size; ``kafka_streams_rates``/``kafka_streams_first_rates`` alike; ``sizes``: everything).
 """
 
 from __future__ import annotations
@@ -26,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -33,16 +55,33 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from produce_clicks import REGIONS, _produce, _producer, produce, produce_views
+from produce_clicks import REGIONS, UNKNOWN, Produced, _produce, _producer, produce, produce_views
 from streamjoin.core.spec import load_spec, parse_spec
 
 HOME = Path(__file__).resolve().parents[1]
+KS_JAR = HOME / ".local/kafka-streams-bench/kafka-streams-bench.jar"
+KS_BUILD = HOME / "bench/kafka-streams/build.sh"
+#: Kafka Streams workload of each variant
+KS_WORKLOAD = {
+    "baseline": "copy",
+    "join": "join",
+    "join+sum/batch": "join-sum",
+    "join+sum": "join-sum-nocache",
+    "stream-stream": "stream-stream",
+}
+#: marks the line on which a child process hands a result to the parent
+RESULT = "BENCH_RESULT "
+READY = "BENCH_READY"
+KS_RESULT = "KS_RESULT "
+KS_READY = "KS_READY"
+BATCH_LINE = "streamjoin batch "
 
 
 def make_topics(bootstrap: str, names: dict[str, bool], partitions: int) -> None:
@@ -55,17 +94,44 @@ def make_topics(bootstrap: str, names: dict[str, bool], partitions: int) -> None
         future.result()
 
 
-def bench_spec(suffix: str, variant: str, max_per_trigger: int) -> object:
+def slug(variant: str) -> str:
+    return variant.replace("+", "-").replace("/", "-")
+
+
+# --- topics of a run -------------------------------------------------------------------------------------
+
+
+def input_topics(suffix: str) -> dict[str, str]:
+    return {"clicks": "user-clicks" + suffix, "regions": "user-regions" + suffix, "views": "user-views" + suffix}
+
+
+def output_topics(variant: str, out_suffix: str) -> dict[str, str]:
+    """The topics one run of ``variant`` writes (created by the parent before the run)."""
+    if variant == "baseline":
+        return {"copy": "raw-copy" + out_suffix}
+    if variant == "stream-stream":
+        return {"pairs": "views-with-clicks" + out_suffix, "dead": "clicks-per-region-dlq" + out_suffix}
+    topics = {"enriched": "enriched-clicks" + out_suffix, "dead": "clicks-per-region-dlq" + out_suffix}
+    if variant.startswith("join+sum"):
+        topics["aggregate"] = "clicks-per-region" + out_suffix
+    return topics
+
+
+# --- specs -----------------------------------------------------------------------------------------------
+
+
+def bench_spec(suffix: str, out_suffix: str, variant: str, max_per_trigger: int) -> Any:
     data = load_spec(HOME / "include/pipelines/clicks_per_region.yaml").model_dump(mode="json", by_alias=True)
     for spec_input in data["inputs"].values():
         spec_input["topic"] += suffix
-    data["output"]["topic"] += suffix
-    data["dead_letter_topic"] += suffix
+    data["output"]["topic"] += out_suffix
+    data["dead_letter_topic"] += out_suffix
     data["trigger"]["max_offsets_per_trigger"] = max_per_trigger
+    data["trigger"]["processing_time"] = 0  # over a backlog: no pause between batches
     data["output"]["files"] = None
     data["quality"] = None
     if variant.startswith("join+sum"):
-        data["aggregate"]["output"]["topic"] += suffix
+        data["aggregate"]["output"]["topic"] += out_suffix
         data["aggregate"]["output"]["files"] = None
         data["aggregate"]["emit"] = "per_batch" if variant.endswith("/batch") else "every_change"
     else:
@@ -73,45 +139,7 @@ def bench_spec(suffix: str, variant: str, max_per_trigger: int) -> object:
     return parse_spec(data, "bench")
 
 
-def run_query(spark: object, spec: object, bootstrap: str, checkpoint: str) -> float:
-    from streamjoin.spark.job import JobSettings, start_query
-
-    started = time.monotonic()
-    query = start_query(spark, spec, JobSettings(bootstrap=bootstrap, checkpoint_dir=checkpoint, available_now=True))  # type: ignore[arg-type]
-    query.awaitTermination()
-    return time.monotonic() - started
-
-
-def run_baseline(
-    spark: object, topic: str, out_topic: str, bootstrap: str, checkpoint: str, max_per_trigger: int
-) -> float:
-    """Consume + produce with no join, through the same Kafka source/sink, options and foreachBatch path."""
-    from pyspark.sql import functions as F
-
-    from streamjoin.spark.sinks import CONSUMER_OPTIONS, write_kafka
-
-    def copy(batch, batch_id):  # type: ignore[no-untyped-def]
-        write_kafka(batch.select("key", "value", F.lit(out_topic).alias("topic")), bootstrap)
-
-    started = time.monotonic()
-    query = (
-        spark.readStream.format("kafka")  # type: ignore[attr-defined]
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(max_per_trigger))
-        .options(**CONSUMER_OPTIONS)
-        .load()
-        .writeStream.option("checkpointLocation", checkpoint)
-        .foreachBatch(copy)
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    return time.monotonic() - started
-
-
-def stream_stream_spec(suffix: str, partitions: int, max_per_trigger: int) -> object:
+def stream_stream_spec(suffix: str, out_suffix: str, partitions: int, max_per_trigger: int) -> Any:
     return parse_spec(
         {
             "name": "bench_views_clicks",
@@ -127,33 +155,85 @@ def stream_stream_spec(suffix: str, partitions: int, max_per_trigger: int) -> ob
                 "right": "clicks",
                 "window": {"before": "10s", "after": "10s"},
             },
-            "output": {"topic": "views-with-clicks" + suffix},
-            "dead_letter_topic": "clicks-per-region-dlq" + suffix,
-            "trigger": {"max_offsets_per_trigger": max_per_trigger},
+            "output": {"topic": "views-with-clicks" + out_suffix},
+            "dead_letter_topic": "clicks-per-region-dlq" + out_suffix,
+            "trigger": {"max_offsets_per_trigger": max_per_trigger, "processing_time": 0},
         },
         "bench",
     )
 
 
-def measure_latency(spark: object, args: argparse.Namespace, checkpoint: str) -> dict[str, float]:
+# --- the child: streamjoin runs in a JVM of its own ------------------------------------------------------
+
+
+def run_job(spark: Any, spec: Any, bootstrap: str, checkpoint: str) -> tuple[float, int]:
+    from streamjoin.spark.job import JobSettings, run_stream
+
+    started = time.monotonic()
+    settings = JobSettings(bootstrap=bootstrap, checkpoint_dir=checkpoint, available_now=True, home=str(HOME))
+    batches = run_stream(spark, spec, settings)
+    return time.monotonic() - started, batches
+
+
+def run_baseline(spark: Any, topic: str, out_topic: str, bootstrap: str, max_per_trigger: int) -> tuple[float, int]:
+    """The job's shape with no join: batches of at most ``max_per_trigger`` offsets (split evenly over the
+    partitions), each one read with Spark's Kafka batch source and written with the job's Kafka sink."""
+    from pyspark.sql import functions as F
+
+    from streamjoin.kafka.clients import end_offsets
+    from streamjoin.spark.sinks import write_kafka
+    from streamjoin.spark.source import read_offsets
+
+    started = time.monotonic()
+    ends = end_offsets(bootstrap, topic)
+    position = dict.fromkeys(ends, 0)
+    per_partition = max(1, max_per_trigger // max(1, len(ends)))
+    batches = 0
+    while any(position[p] < ends[p] for p in ends):
+        stop = {p: min(ends[p], position[p] + per_partition) for p in ends}
+        raw = read_offsets(spark, bootstrap, {topic: position}, {topic: stop})
+        write_kafka(raw.select("key", "value", F.lit(out_topic).alias("topic")), bootstrap)
+        position = stop
+        batches += 1
+    return time.monotonic() - started, batches
+
+
+def measure_latency(spark: Any, args: argparse.Namespace, checkpoint: str) -> dict[str, Any]:
     """Fresh topics; regions first, then clicks at a fixed rate for a while with the job running."""
+    from streamjoin.core.job_files import PipelineFiles
     from streamjoin.kafka.clients import consume_all, end_offsets
-    from streamjoin.spark.job import JobSettings, start_query
+    from streamjoin.spark.job import JobSettings, StreamJob
 
     suffix = "-lat-" + uuid.uuid4().hex[:6]
-    make_topics(args.bootstrap, {"user-clicks" + suffix: False, "user-regions" + suffix: True,
-                                 "enriched-clicks" + suffix: False, "clicks-per-region-dlq" + suffix: False},
-                args.partitions)  # fmt: skip
+    topics = input_topics(suffix)
+    outputs = output_topics("join", suffix)
+    make_topics(args.bootstrap, {topics["clicks"]: False, topics["regions"]: True} |
+                dict.fromkeys(outputs.values(), False), args.partitions)  # fmt: skip
     producer = _producer(args.bootstrap)
     for i in range(args.users):
-        _produce(producer, "user-regions" + suffix, f"user{i}".encode(), REGIONS[i % len(REGIONS)].encode(), 0)
+        _produce(producer, topics["regions"], f"user{i}".encode(), REGIONS[i % len(REGIONS)].encode(), 0)
     producer.flush(60)
-    spec = bench_spec(suffix, "join", args.max_per_trigger)
+    spec = bench_spec(suffix, suffix, "join", args.max_per_trigger)
     spec = spec.model_copy(update={"trigger": spec.trigger.model_copy(update={"processing_time": 200})})
-    query = start_query(spark, spec, JobSettings(bootstrap=args.bootstrap, checkpoint_dir=checkpoint))  # type: ignore[arg-type]
-    while (query.lastProgress or {}).get("numInputRows", 0) == 0:  # the regions are in the table
+    settings = JobSettings(bootstrap=args.bootstrap, checkpoint_dir=checkpoint, available_now=False, home=str(HOME))
+    job = StreamJob(spark, spec, settings)
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            job.run()
+        except BaseException as error:  # reported by the main thread
+            failure.append(error)
+
+    runner = threading.Thread(target=run, name="streamjoin-latency-job")
+    runner.start()
+    files = PipelineFiles(Path(checkpoint))
+    while ((files.status() or {}).get("num_input_rows") or 0) == 0:  # the regions are in the table
+        if failure or not runner.is_alive():
+            raise RuntimeError(f"the job stopped before its first batch: {failure}")
         time.sleep(0.5)
     sent = 0
+    expected = dict.fromkeys([*REGIONS, UNKNOWN], 0)
 
     def paced() -> None:
         nonlocal sent
@@ -162,133 +242,478 @@ def measure_latency(spark: object, args: argparse.Namespace, checkpoint: str) ->
             due = int(elapsed * args.latency_rate)
             now = int(time.time() * 1000)
             for _ in range(due - sent):
-                _produce(producer, "user-clicks" + suffix, f"user{sent % args.users}".encode(), b"\0" * 7 + b"\1", now)
+                user = sent % args.users
+                expected[REGIONS[user % len(REGIONS)]] += 1
+                _produce(producer, topics["clicks"], f"user{user}".encode(), b"\0" * 7 + b"\1", now)
                 sent += 1
             producer.poll(0)
             time.sleep(0.005)
         producer.flush(60)
 
-    thread = threading.Thread(target=paced)
-    thread.start()
-    thread.join()
+    pacer = threading.Thread(target=paced)
+    pacer.start()
+    pacer.join()
     # read the output only once the job has written all of it: a Python consumer reading 1M records
     # beside the job takes a core from the last batches and inflates their latency
     deadline = time.monotonic() + 300
-    while sum(end_offsets(args.bootstrap, "enriched-clicks" + suffix).values()) < sent:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the job did not write {sent} enriched clicks within 300 s")
-        time.sleep(0.5)
-    query.stop()
-    records = consume_all(args.bootstrap, "enriched-clicks" + suffix, timeout=300, expected=sent)
+    try:
+        while sum(end_offsets(args.bootstrap, outputs["enriched"]).values()) < sent:
+            if failure or not runner.is_alive():
+                raise RuntimeError(f"the job stopped: {failure}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the job did not write {sent} enriched clicks within 300 s")
+            time.sleep(0.5)
+    finally:
+        files.request_stop()
+        runner.join(600)
+    records = consume_all(args.bootstrap, outputs["enriched"], timeout=300, expected=sent)
+    got: dict[str, int] = {}
+    for record in records:
+        value = json.loads(record.value)  # type: ignore[arg-type]
+        got[value["region"]] = got.get(value["region"], 0) + value["clicks"]
+    expected = {region: n for region, n in expected.items() if n}
+    problems = []
+    if len(records) != sent:
+        problems.append(f"enriched clicks: expected {sent}, got {len(records)}")
+    if got != expected:
+        problems.append(f"per-region sums: expected {expected}, got {got}")
     latencies = sorted(r.timestamp - int(dict(r.headers)["ts"]) for r in records)
     cut = len(latencies) // 10  # the first tenth is the warm-up
     steady = latencies[cut:] or latencies
-    q = statistics.quantiles(steady, n=100)
-    return {"rate": args.latency_rate, "records": len(records), "p50_ms": q[49], "p99_ms": q[98]}
+    q = statistics.quantiles(steady, n=100) if len(steady) > 1 else [float(steady[0])] * 99 if steady else [0.0] * 99
+    return {"rate": args.latency_rate, "records": len(records), "p50_ms": q[49], "p99_ms": q[98], "problems": problems}
 
 
-#: marks the line on which a child process hands its result to the parent
-RESULT = "BENCH_RESULT "
-
-
-def measure_in_this_jvm(args: argparse.Namespace) -> dict[str, object]:
-    """The child's work: ``args.child`` (a variant or ``latency``) ``args.runs`` times on the parent's topics,
-    in a Spark session of its own."""
+def child_main(args: argparse.Namespace) -> int:
+    """The child's work: runs of ``args.child`` (a variant, or ``latency``) on command from stdin (one JSON
+    line each), in a Spark session of its own; each result on a line of its own after :data:`RESULT`."""
     from streamjoin.spark.session import build_session
 
     spark = build_session("streamjoin-bench", master="local[2]", shuffle_partitions=args.partitions,
                           extra_conf={"spark.ui.enabled": "false", "spark.driver.memory": "6g"})  # fmt: skip
-    suffix, variant = args.suffix, args.child
-    rates: list[float] = []
+    variant = args.child
+    print(READY, flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        if variant == "latency":
-            return {"latency": measure_latency(spark, args, f"{tmp}/latency")}
-        for run in range(args.runs):
-            checkpoint = f"{tmp}/{variant}-{run}"
-            if variant == "baseline":
-                seconds = run_baseline(spark, "user-clicks" + suffix, "raw-copy" + suffix, args.bootstrap,
-                                       checkpoint, args.max_per_trigger)  # fmt: skip
-                rate = args.clicks / seconds
-            elif variant == "stream-stream":
-                spec = stream_stream_spec(suffix, args.partitions, args.max_per_trigger)
-                seconds = run_query(spark, spec, args.bootstrap, checkpoint)
-                rate = (args.clicks + args.views) / seconds
+        for line in sys.stdin:
+            command = json.loads(line)
+            if command["op"] == "quit":
+                break
+            checkpoint = f"{tmp}/{slug(variant)}-{command.get('tag', 'latency')}"
+            if command["op"] == "latency":
+                result: dict[str, Any] = measure_latency(spark, args, checkpoint)
             else:
-                spec = bench_spec(suffix, variant, args.max_per_trigger)
-                seconds = run_query(spark, spec, args.bootstrap, checkpoint)
-                rate = (args.clicks + args.users) / seconds
-            rates.append(rate)
-            print(f"{variant:>14} run {run + 1}: {seconds:7.1f}s  {rate:12,.0f} input records/s", flush=True)
-    return {"rates": rates}
+                out_suffix = command["out_suffix"]
+                if variant == "baseline":
+                    seconds, batches = run_baseline(spark, input_topics(args.suffix)["clicks"],
+                                                    output_topics(variant, out_suffix)["copy"], args.bootstrap,
+                                                    args.max_per_trigger)  # fmt: skip
+                elif variant == "stream-stream":
+                    spec = stream_stream_spec(args.suffix, out_suffix, args.partitions, args.max_per_trigger)
+                    seconds, batches = run_job(spark, spec, args.bootstrap, checkpoint)
+                else:
+                    spec = bench_spec(args.suffix, out_suffix, variant, args.max_per_trigger)
+                    seconds, batches = run_job(spark, spec, args.bootstrap, checkpoint)
+                result = {"seconds": seconds, "batches": batches}
+            print(RESULT + json.dumps(result), flush=True)
+    return 0
 
 
-def in_child(args: argparse.Namespace, suffix: str, child: str) -> dict[str, object]:
-    """Run :func:`measure_in_this_jvm` in a fresh Python process and JVM; its result is its last line."""
+# --- the parent: processes of both engines, checks ------------------------------------------------------
+
+
+class Child:
+    """A child process that answers commands on stdin with a result line on stdout."""
+
+    def __init__(self, name: str, command: list[str], ready: str, result: str) -> None:
+        self.name, self.result = name, result
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self._read_until(ready)
+
+    def _read_until(self, marker: str) -> tuple[str, list[str]]:
+        assert self.process.stdout is not None
+        lines = []
+        for raw in self.process.stdout:
+            line = raw.rstrip("\n")
+            if line.startswith(marker):
+                return line[len(marker) :], lines
+            lines.append(line)
+            if not line.startswith("streamjoin progress"):  # the batch line says it all
+                print(f"  [{self.name}] {line}", flush=True)
+        code = self.process.wait()
+        raise RuntimeError(f"{self.name} ended (exit {code}) before answering")
+
+    def ask(self, command: str) -> tuple[dict[str, Any], list[str]]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        answer, lines = self._read_until(self.result)
+        return json.loads(answer), lines
+
+    def close(self, quit_line: str) -> None:
+        try:
+            if self.process.poll() is None and self.process.stdin is not None:
+                self.process.stdin.write(quit_line + "\n")
+                self.process.stdin.close()
+            self.process.wait(120)
+        except (BrokenPipeError, subprocess.TimeoutExpired):
+            self.process.kill()
+            self.process.wait()
+
+
+def streamjoin_child(args: argparse.Namespace, suffix: str, child: str, max_per_trigger: int) -> Child:
     command = [sys.executable, __file__, "--child", child, f"--suffix={suffix}"]  # it starts with "-"
-    for name in ("bootstrap", "clicks", "users", "views", "partitions", "max_per_trigger", "latency_rate",
-                 "latency_seconds", "runs"):  # fmt: skip
+    for name in ("bootstrap", "clicks", "users", "views", "partitions", "latency_rate", "latency_seconds"):
         command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
-    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
-    lines = done.stdout.splitlines()
-    print("\n".join(line for line in lines if not line.startswith(RESULT)), flush=True)
-    results = [line[len(RESULT) :] for line in lines if line.startswith(RESULT)]
-    if done.returncode != 0 or not results:
-        raise RuntimeError(f"bench child {child!r} failed (exit {done.returncode})")
-    return json.loads(results[-1])  # type: ignore[no-any-return]
+    command += ["--max-per-trigger", str(max_per_trigger)]
+    return Child(f"streamjoin {child}", command, READY, RESULT)
+
+
+def kafka_streams_child(args: argparse.Namespace, suffix: str, variant: str, expected: Produced, pairs: int) -> Child:
+    workload = KS_WORKLOAD[variant]
+    topics = input_topics(suffix)
+    command = ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-jar", str(KS_JAR),
+               "--bootstrap", args.bootstrap, "--workload", workload, "--clicks", topics["clicks"],
+               "--regions", topics["regions"], "--views", topics["views"],
+               "--threads", str(args.ks_threads), "--commit-interval-ms", str(args.ks_commit_interval_ms),
+               "--expect-count", str(pairs if variant == "stream-stream" else expected.clicks)]  # fmt: skip
+    if workload == "join-sum":
+        command += ["--expect-totals", ",".join(f"{k}={v}" for k, v in sorted(expected.totals.items()))]
+    if workload == "join-sum-nocache":
+        command += ["--expect-agg-count", str(expected.clicks)]
+    return Child(f"kafka-streams {workload}", command, KS_READY, KS_RESULT)
+
+
+class Checker:
+    """Reads a run's output topics with Spark's Kafka batch source and compares them with the answer."""
+
+    def __init__(self, bootstrap: str, partitions: int) -> None:
+        from streamjoin.spark.session import build_session
+
+        self.bootstrap = bootstrap
+        self.spark = build_session("streamjoin-bench-check", master="local[2]", shuffle_partitions=partitions,
+                                   extra_conf={"spark.ui.enabled": "false", "spark.driver.memory": "2g"})  # fmt: skip
+
+    def read(self, topic: str) -> Any:
+        return (
+            self.spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", self.bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest")
+            .load()
+        )
+
+    def count(self, topic: str) -> int:
+        return int(self.read(topic).count())
+
+    def enriched(self, topic: str) -> tuple[int, dict[str | None, int]]:
+        from pyspark.sql import functions as F
+
+        value = F.from_json(F.col("value").cast("string"), "region STRING, clicks LONG").alias("v")
+        rows = (
+            self.read(topic)
+            .select(value)
+            .groupBy(F.col("v.region").alias("region"))
+            .agg(F.count("*").alias("n"), F.sum("v.clicks").alias("clicks"))
+            .collect()
+        )
+        return sum(r["n"] for r in rows), {r["region"]: r["clicks"] for r in rows}
+
+    def latest_longs(self, topic: str) -> dict[str | None, int | None]:
+        """The value of each key's last record (keys of one region sit in one partition)."""
+        from pyspark.sql import functions as F
+
+        rows = (
+            self.read(topic)
+            .groupBy(F.col("key").cast("string").alias("key"))
+            .agg(F.max_by("value", "offset").alias("value"))
+            .collect()
+        )
+        return {r["key"]: None if r["value"] is None else struct.unpack(">q", bytes(r["value"]))[0] for r in rows}
+
+    def long_sum(self, topic: str) -> tuple[int, int]:
+        from pyspark.sql import functions as F
+
+        row = (
+            self.read(topic)
+            .agg(F.count("*").alias("n"), F.sum(F.conv(F.hex("value"), 16, 10).cast("long")).alias("s"))
+            .collect()[0]
+        )
+        return int(row["n"]), int(row["s"] or 0)
+
+    def check(self, variant: str, topics: dict[str, str], expected: Produced, pairs: int) -> list[str]:
+        """What is wrong with a run's output (empty: all correct)."""
+        problems = []
+        if variant == "baseline":
+            got = self.long_sum(topics["copy"])
+            want = (expected.clicks, sum(expected.totals.values()))
+            if got != want:
+                problems.append(f"copied clicks (count, sum): expected {want}, got {got}")
+        elif variant == "stream-stream":
+            got_pairs = self.count(topics["pairs"])
+            if got_pairs != pairs:
+                problems.append(f"join results: expected {pairs} pairs, got {got_pairs}")
+        else:
+            count, sums = self.enriched(topics["enriched"])
+            if count != expected.clicks:
+                problems.append(f"enriched clicks: expected {expected.clicks}, got {count}")
+            if sums != expected.totals:
+                problems.append(f"per-region sums of the enriched clicks: expected {expected.totals}, got {sums}")
+            if "aggregate" in topics:
+                latest = self.latest_longs(topics["aggregate"])
+                if latest != expected.totals:
+                    problems.append(
+                        f"latest per region on {topics['aggregate']}: expected {expected.totals}, got {latest}"
+                    )
+        if "dead" in topics and (dead := self.count(topics["dead"])):
+            problems.append(f"dead letters: expected 0, got {dead}")
+        return problems
+
+
+def batch_profile(lines: list[str], users: int) -> dict[str, Any]:
+    """Per-batch times from the job's ``streamjoin batch {...}`` lines: batches without join results (the
+    table being loaded) and the others."""
+    batches = [json.loads(line[len(BATCH_LINE) :]) for line in lines if line.startswith(BATCH_LINE)]
+    if not batches:
+        return {}
+    joined = [b for b in batches if b.get("join_results")]
+    loading = [b for b in batches if not b.get("join_results")]
+    profile: dict[str, Any] = {
+        "table_keys": users,
+        "batches": [[b["input_rows"], b.get("join_results", 0), b["seconds"]] for b in batches],
+        "load_batches": len(loading),
+        "load_rows": sum(b["input_rows"] for b in loading),
+        "load_seconds": round(sum(b["seconds"] for b in loading), 3),
+    }
+    if joined:
+        rows, seconds = sum(b["input_rows"] for b in joined), sum(b["seconds"] for b in joined)
+        profile |= {
+            "join_batches": len(joined),
+            "join_median_rows": statistics.median(b["input_rows"] for b in joined),
+            "join_median_seconds": statistics.median(b["seconds"] for b in joined),
+            "join_rows_per_s": round(rows / seconds) if seconds else None,
+        }
+    return profile
+
+
+def describe_profile(profile: dict[str, Any]) -> str:
+    if not profile:
+        return ""
+    text = f"table of {profile['table_keys']:,} keys: "
+    if profile["load_batches"]:
+        rows, seconds = profile["load_rows"], profile["load_seconds"]
+        text += f"{profile['load_batches']} batches without join results ({rows:,} rows, {seconds:.1f}s); "
+    if "join_batches" in profile:
+        seconds, rows, rate = profile["join_median_seconds"], profile["join_median_rows"], profile["join_rows_per_s"]
+        text += (
+            f"{profile['join_batches']} with, median {seconds:.2f}s for {rows:,.0f} rows ({rate:,} rows/s over them)"
+        )
+    return text
+
+
+def input_records(variant: str, args: argparse.Namespace) -> int:
+    if variant == "baseline":
+        return int(args.clicks)
+    if variant == "stream-stream":
+        return int(args.clicks + args.views)
+    return int(args.clicks + args.users)
+
+
+def bench_size(
+    args: argparse.Namespace, suffix: str, size_index: int, max_per_trigger: int, variant: str,
+    expected: Produced, pairs: int, checker: Checker, failures: list[str],
+) -> dict[str, Any]:  # fmt: skip
+    """All runs of one variant at one batch size, alternating Kafka Streams and streamjoin."""
+    records = input_records(variant, args)
+    result: dict[str, Any] = {"streamjoin": [], "kafka_streams": [], "batches": [], "profiles": []}
+    engines = ["kafka_streams", "streamjoin"] if args.kafka_streams and variant in KS_WORKLOAD else ["streamjoin"]
+    children: dict[str, Child] = {}
+    try:
+        for engine in engines:
+            if engine == "streamjoin":
+                children[engine] = streamjoin_child(args, suffix, variant, max_per_trigger)
+            else:
+                children[engine] = kafka_streams_child(args, suffix, variant, expected, pairs)
+        for run in range(args.runs):
+            for engine in engines:
+                tag = f"s{size_index}r{run + 1}"
+                out_suffix = f"{suffix}-{'ks' if engine == 'kafka_streams' else 'sj'}-{slug(variant)}-{tag}"
+                topics = output_topics(variant, out_suffix)
+                if engine == "kafka_streams":
+                    topics.pop("dead", None)
+                make_topics(args.bootstrap, {t: name == "aggregate" for name, t in topics.items()}, args.partitions)
+                label = f"{variant:>14} {engine:>13} run {run + 1}"
+                try:
+                    if engine == "streamjoin":
+                        answer, lines = children[engine].ask(
+                            json.dumps({"op": "run", "tag": tag, "out_suffix": out_suffix})
+                        )
+                    else:
+                        main = topics.get("copy") or topics.get("pairs") or topics["enriched"]
+                        answer, lines = children[engine].ask(f"run {tag} {main} {topics.get('aggregate', '')}".strip())
+                except RuntimeError as error:
+                    failures.append(f"{label}: {error}")
+                    print(f"FAILED {label}: {error}", flush=True)
+                    result[engine].append(None)
+                    children.pop(engine).close("quit")
+                    engines = [e for e in engines if e != engine]
+                    continue
+                seconds = float(answer["seconds"])
+                problems = checker.check(variant, topics, expected, pairs)
+                if engine == "kafka_streams" and not answer.get("done"):
+                    problems.insert(0, f"Kafka Streams did not see the expected output ({answer})")
+                if problems:
+                    failures.append(f"{label}: " + "; ".join(problems))
+                    print(f"FAILED {label} ({max_per_trigger:,}/batch): " + "; ".join(problems), flush=True)
+                    result[engine].append(None)
+                    continue
+                rate = records / seconds
+                result[engine].append(rate)
+                extra = (
+                    f", {answer['batches']} batches"
+                    if engine == "streamjoin"
+                    else f", startup {answer.get('startup_seconds', 0):.1f}s"
+                )
+                print(f"{label}: {seconds:7.1f}s  {rate:12,.0f} input records/s  (content checked{extra})", flush=True)
+                if engine == "streamjoin":
+                    profile = batch_profile(lines, args.users)
+                    result["batches"].append(answer["batches"])
+                    result["profiles"].append(profile)
+                    if profile:
+                        print(f"{'':>14} batches: {describe_profile(profile)}", flush=True)
+    finally:
+        for engine, child in children.items():
+            child.close(json.dumps({"op": "quit"}) if engine == "streamjoin" else "quit")
+    return result
+
+
+def ratio_text(ours: float | None, theirs: float | None) -> str:
+    if ours is None or theirs is None:
+        return "n/a (a run failed its check)"
+    return f"{ours / theirs:.3f}"
+
+
+def rate_text(rate: float | None) -> str:
+    return "FAILED" if rate is None else f"{rate:,.0f}"
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", default="127.0.0.1:19092")
     parser.add_argument("--clicks", type=int, default=5_000_000)
-    parser.add_argument("--users", type=int, default=100_000)
+    parser.add_argument("--users", type=int, default=100_000, help="users with a region: the table's size")
     parser.add_argument("--views", type=int, default=None, help="stream-stream: views (default: as many as clicks)")
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--max-per-trigger", type=int, default=1_000_000)
+    parser.add_argument("--max-per-trigger", default="1500000,100000",
+                        help="batch sizes in offsets, a comma list: all variants at the first, "
+                             "--more-sizes-variants at the others")  # fmt: skip
     parser.add_argument("--variants", default="baseline,join,join+sum/batch,join+sum,stream-stream")
+    parser.add_argument("--more-sizes-variants", default="join", help="variants run at the 2nd.. batch sizes")
+    parser.add_argument("--runs", type=int, default=2, help="runs of each engine, alternating (the first is cold)")
+    parser.add_argument("--no-kafka-streams", dest="kafka_streams", action="store_false",
+                        help="skip the Kafka Streams runs")  # fmt: skip
+    parser.add_argument("--ks-threads", type=int, default=2, help="Kafka Streams num.stream.threads")
+    parser.add_argument("--ks-commit-interval-ms", type=int, default=1000,
+                        help="Kafka Streams commit.interval.ms (flushes the record cache)")  # fmt: skip
     parser.add_argument("--latency-rate", type=int, default=20_000, help="clicks/s; 0 skips the latency run")
     parser.add_argument("--latency-seconds", type=int, default=60)
-    parser.add_argument("--runs", type=int, default=2, help="runs of each variant in a row (the first warms the JVM)")
-    parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: measure one variant in this process
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: a streamjoin child process
     parser.add_argument("--suffix", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.views is None:
         args.views = args.clicks
     if args.child:
-        print(RESULT + json.dumps(measure_in_this_jvm(args)), flush=True)
-        return 0
+        args.max_per_trigger = int(args.max_per_trigger)
+        return child_main(args)
+    sizes = [int(s.replace("_", "")) for s in args.max_per_trigger.split(",") if s.strip()]
     variants = args.variants.split(",")
+    more = [v for v in args.more_sizes_variants.split(",") if v]
+    unknown = [v for v in [*variants, *more] if v not in KS_WORKLOAD]
+    if unknown:
+        parser.error(f"unknown variants {unknown}; known: {list(KS_WORKLOAD)}")
+    if args.kafka_streams:
+        subprocess.run(["bash", str(KS_BUILD)], check=True)
     suffix = "-bench-" + uuid.uuid4().hex[:6]
-    clicks, regions, views = "user-clicks" + suffix, "user-regions" + suffix, "user-views" + suffix
-    topics = {clicks: False, regions: True, "enriched-clicks" + suffix: False, "clicks-per-region" + suffix: True,
-              "clicks-per-region-dlq" + suffix: False, "raw-copy" + suffix: False, views: False,
-              "views-with-clicks" + suffix: False}  # fmt: skip
-    make_topics(args.bootstrap, topics, args.partitions)
-    produced_in = produce(args.bootstrap, clicks, regions, args.users, args.clicks)
+    topics = input_topics(suffix)
+    make_topics(args.bootstrap, {topics["clicks"]: False, topics["regions"]: True, topics["views"]: False},
+                args.partitions)  # fmt: skip
+    stream_stream = "stream-stream" in variants or "stream-stream" in more
+    expected = produce(args.bootstrap, topics["clicks"], topics["regions"], args.users, args.clicks,
+                       keep_times=stream_stream)  # fmt: skip
     total = args.clicks + args.users
-    print(f"produced {total} records in {produced_in:.1f}s ({total / produced_in:,.0f}/s)", flush=True)
-    if "stream-stream" in variants:
-        produce_views(args.bootstrap, views, args.users, args.views)
-    runs: list[dict[str, float]] = [{} for _ in range(args.runs)]
-    for variant in variants:
-        for run, rate in enumerate(in_child(args, suffix, variant)["rates"]):  # type: ignore[arg-type]
-            runs[run][variant] = rate
-    latency: dict[str, float] = {}
+    print(f"produced {total:,} records in {expected.seconds:.1f}s ({total / expected.seconds:,.0f}/s); "
+          f"expected per-region totals {expected.totals}", flush=True)  # fmt: skip
+    pairs = 0
+    if stream_stream:
+        pairs = produce_views(args.bootstrap, topics["views"], args.users, args.views, expected)
+        print(f"produced {args.views:,} views; expected {pairs:,} view-click pairs within 10 s", flush=True)
+    expected.click_times.clear()
+    checker = Checker(args.bootstrap, args.partitions)
+    failures: list[str] = []
+    results: dict[str, dict[str, Any]] = {}
+    for index, size in enumerate(sizes):
+        results[str(size)] = {}
+        for variant in variants if index == 0 else more:
+            print(f"--- {variant} at {size:,} offsets per batch", flush=True)
+            try:
+                results[str(size)][variant] = bench_size(args, suffix, index, size, variant, expected, pairs,
+                                                         checker, failures)  # fmt: skip
+            except Exception as error:  # a variant that cannot start fails alone
+                failures.append(f"{variant} at {size}: {error!r}")
+                print(f"FAILED {variant} at {size:,}/batch: {error!r}", flush=True)
+    latency: dict[str, Any] = {}
     if args.latency_rate:
-        latency = in_child(args, suffix, "latency")["latency"]  # type: ignore[assignment]
-        print(f"latency at {args.latency_rate:,} clicks/s: p50 {latency['p50_ms']:.0f} ms, "
-              f"p99 {latency['p99_ms']:.0f} ms ({latency['records']} records)", flush=True)  # fmt: skip
-    for run, results in enumerate(runs, 1):
-        for variant, rate in results.items():
-            if variant != "baseline" and "baseline" in results:
-                print(f"run {run}: ratio {variant}/baseline: {rate / results['baseline']:.3f}")
-    # "rates": the last (warmest) run of each variant; "first_rates": the first, with the JVM's warm-up
+        child = None
+        try:
+            child = streamjoin_child(args, suffix, "latency", sizes[0])
+            latency, _ = child.ask(json.dumps({"op": "latency"}))
+        except RuntimeError as error:
+            latency = {"problems": [str(error)]}
+        finally:
+            if child is not None:
+                child.close(json.dumps({"op": "quit"}))
+        if latency.get("problems"):
+            failures.append("latency: " + "; ".join(latency["problems"]))
+            print(f"FAILED latency run: {'; '.join(latency['problems'])}", flush=True)
+        else:
+            p50, p99, n = latency["p50_ms"], latency["p99_ms"], latency["records"]
+            print(f"latency at {args.latency_rate:,} clicks/s: p50 {p50:.0f} ms, p99 {p99:.0f} ms "
+                  f"({n} records, content checked)", flush=True)  # fmt: skip
+
+    print("\n=== summary (input records/s; ratio = streamjoin / Kafka Streams of the same run) ===")
+    for size, by_variant in results.items():
+        for variant, result in by_variant.items():
+            ours, theirs = result["streamjoin"], result["kafka_streams"]
+            print(f"{variant} at {int(size):,} offsets/batch:")
+            for run, rate in enumerate(ours):
+                ks = theirs[run] if run < len(theirs) else None
+                kind = "cold JVM" if run == 0 else "warm"
+                line = f"  run {run + 1} ({kind}): streamjoin {rate_text(rate)}"
+                if args.kafka_streams:
+                    line += f", Kafka Streams {rate_text(ks)}, ratio {ratio_text(rate, ks)}"
+                print(line)
+    first = results[str(sizes[0])] if sizes else {}
+
+    def pick(engine: str, run: int) -> dict[str, float | None]:
+        """Each variant's rate of run ``run`` (0 the first, -1 the last) at the first size; None if failed."""
+        return {v: r[engine][run] if r[engine] else None for v, r in first.items()}
+
     line = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "clicks": args.clicks, "users": args.users,
-            "views": args.views if "stream-stream" in variants else 0, "partitions": args.partitions,
-            "max_per_trigger": args.max_per_trigger, "rates": runs[-1], "first_rates": runs[0],
-            "jvm_per_variant": True, "latency": latency}  # fmt: skip
+            "views": args.views if stream_stream else 0, "partitions": args.partitions,
+            "max_per_trigger": sizes[0] if sizes else None, "runs": args.runs,
+            "rates": pick("streamjoin", -1), "first_rates": pick("streamjoin", 0),
+            "kafka_streams_rates": pick("kafka_streams", -1) if args.kafka_streams else {},
+            "kafka_streams_first_rates": pick("kafka_streams", 0) if args.kafka_streams else {},
+            "content_checked": True, "failures": failures, "expected_totals": expected.totals, "pairs": pairs,
+            "jvm_per_variant": True, "sizes": results, "latency": latency}  # fmt: skip
     with open(Path(__file__).with_name("results.jsonl"), "a") as out:
         out.write(json.dumps(line) + "\n")
+    if failures:
+        print(f"\n{len(failures)} FAILED:")
+        for failure in failures:
+            print(f"  {failure}")
+        return 1
+    print("\nall content checks passed")
     return 0
 
 

@@ -1,6 +1,9 @@
-"""Fill the seed's input topics for benchmarks: N users with regions, M clicks (Java LongSerializer values).
+"""Fill the seed's input topics for benchmarks: N users with regions, M clicks (Java LongSerializer values),
+and compute the expected answer while producing.
 
-Keys are partitioned with murmur2 like Java clients, so both topics are co-partitioned.
+Keys are partitioned with murmur2 like Java clients, so both topics are co-partitioned. Regions are
+written first, with timestamps earlier than every click; a small share of the clicks (``unknown_share``)
+comes from users that have no region and count for ``UNKNOWN``.
 """
 
 from __future__ import annotations
@@ -8,10 +11,27 @@ from __future__ import annotations
 import random
 import struct
 import time
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
 
 REGIONS = ["europe", "americas", "asia", "africa", "oceania"]
+UNKNOWN = "UNKNOWN"
+#: the stream-stream benchmark's join window: views and clicks of a user at most this far apart (inclusive)
+WINDOW_MS = 10_000
+
+
+@dataclass
+class Produced:
+    """What was produced and the answer every correct run must give."""
+
+    seconds: float
+    base: int  #: timestamp of the first region record (ms); clicks from base + 1000 on
+    clicks: int  #: clicks produced: the number of enriched clicks of the stream-table join
+    totals: dict[str, int]  #: clicks summed per region (``UNKNOWN`` for users without a region)
+    #: per user, the sorted timestamps of their clicks (only with ``keep_times``: the stream-stream answer)
+    click_times: dict[str, list[int]] = field(default_factory=dict, repr=False)
 
 
 def produce(
@@ -22,37 +42,72 @@ def produce(
     clicks: int,
     seed: int = 7,
     base: int | None = None,
-) -> float:
-    """Returns the seconds it took. Regions first (ts = base, default two hours ago), then clicks spread
-    over the hour after."""
+    unknown_share: float = 0.02,
+    keep_times: bool = False,
+) -> Produced:
+    """Regions first (ts = base + i % 1000, default base two hours ago), then clicks spread over the hour
+    after. Users ``user0 .. user{users-1}`` have a region; a click comes with probability ``unknown_share``
+    from one of ``users // 50 + 1`` users after them, who have none."""
     rng = random.Random(seed)
     producer = _producer(bootstrap)
     started = time.monotonic()
     base = int(time.time() * 1000) - 2 * 3_600_000 if base is None else base
-    keys = [f"user{i}".encode() for i in range(users)]
-    for i, key in enumerate(keys):
-        _produce(producer, regions_topic, key, rng.choice(REGIONS).encode(), base + i % 1000)
+    region_of = bytearray(users)  # index into REGIONS
+    encoded = [r.encode() for r in REGIONS]
+    for i in range(users):
+        region = rng.randrange(len(REGIONS))
+        region_of[i] = region
+        _produce(producer, regions_topic, f"user{i}".encode(), encoded[region], base + i % 1000)
+    sums = [0] * (len(REGIONS) + 1)  # the last one is UNKNOWN
+    unknown_users = users // 50 + 1
+    times: dict[str, list[int]] = {}
     pack = struct.Struct(">q").pack
     step = 3_600_000 / max(clicks, 1)
     for i in range(clicks):
-        _produce(
-            producer, clicks_topic, keys[rng.randrange(users)], pack(rng.randint(1, 20)), base + 1000 + int(i * step)
-        )
+        if rng.random() < unknown_share:
+            user = users + rng.randrange(unknown_users)
+            region = len(REGIONS)
+        else:
+            user = rng.randrange(users)
+            region = region_of[user]
+        n = rng.randint(1, 20)
+        sums[region] += n
+        key = f"user{user}"
+        ts = base + 1000 + int(i * step)
+        if keep_times:
+            times.setdefault(key, []).append(ts)
+        _produce(producer, clicks_topic, key.encode(), pack(n), ts)
     producer.flush(120)
-    return time.monotonic() - started
+    totals = {name: total for name, total in zip([*REGIONS, UNKNOWN], sums, strict=True) if total}
+    return Produced(time.monotonic() - started, base, clicks, totals, times)
 
 
-def produce_views(bootstrap: str, views_topic: str, users: int, views: int, seed: int = 11) -> float:
-    """Ad views for the stream-stream benchmark: same users and hour as the clicks (string values)."""
+def produce_views(bootstrap: str, views_topic: str, users: int, views: int, produced: Produced, seed: int = 11) -> int:
+    """Ad views for the stream-stream benchmark: same users and hour as the clicks of ``produced`` (which
+    must have been made with ``keep_times``), string values. Returns the number of inner-join pairs of
+    views and clicks of one user at most :data:`WINDOW_MS` apart (both bounds inclusive)."""
     rng = random.Random(seed)
     producer = _producer(bootstrap)
-    started = time.monotonic()
-    base = int(time.time() * 1000) - 2 * 3_600_000
     step = 3_600_000 / max(views, 1)
+    view_times: dict[str, list[int]] = {}
     for i in range(views):
-        _produce(producer, views_topic, f"user{rng.randrange(users)}".encode(), b"view", base + 1000 + int(i * step))
+        key = f"user{rng.randrange(users)}"
+        ts = produced.base + 1000 + int(i * step)
+        view_times.setdefault(key, []).append(ts)
+        _produce(producer, views_topic, key.encode(), b"view", ts)
     producer.flush(120)
-    return time.monotonic() - started
+    return join_pairs(view_times, produced.click_times, WINDOW_MS)
+
+
+def join_pairs(left: dict[str, list[int]], right: dict[str, list[int]], window_ms: int) -> int:
+    """Pairs (l, r) of the same key with ``|l - r| <= window_ms``; each list sorted."""
+    pairs = 0
+    for key, lefts in left.items():
+        rights = right.get(key)
+        if rights:
+            for ts in lefts:
+                pairs += bisect_right(rights, ts + window_ms) - bisect_left(rights, ts - window_ms)
+    return pairs
 
 
 def _producer(bootstrap: str) -> Producer:
