@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from streamjoin.core.errors import CorruptCheckpointError
-from streamjoin.core.job_files import OffsetLog, PipelineFiles
+from streamjoin.core.errors import CheckpointLockedError, CorruptCheckpointError
+from streamjoin.core.job_files import Lease, OffsetLog, PipelineFiles
 
 
 def test_a_planned_batch_is_read_back_unchanged_and_counts_once_committed(tmp_path: Path) -> None:
@@ -48,3 +50,42 @@ def test_a_corrupt_file_is_refused_with_its_path(tmp_path: Path) -> None:
     (tmp_path / "offsets" / "0").write_text("v1\n{}\n")
     with pytest.raises(CorruptCheckpointError, match=r"offsets/0"):
         OffsetLog(tmp_path).planned(0)
+
+
+def test_a_second_lease_on_a_held_checkpoint_is_refused_naming_the_holder(tmp_path: Path) -> None:
+    first, second = Lease(tmp_path), Lease(tmp_path)
+    first.acquire(settle=0)
+    with pytest.raises(CheckpointLockedError, match=first.owner):
+        second.acquire(settle=0)
+    first.release()
+    second.acquire(settle=0)
+    assert second.held and not (tmp_path / "lease.json").read_text().count(first.owner)
+
+
+def test_an_expired_lease_is_taken_over_and_its_old_holder_notices(tmp_path: Path) -> None:
+    dead = Lease(tmp_path, ttl=0.05)
+    dead.acquire(settle=0)
+    time.sleep(0.1)  # the driver died: nobody renewed it
+    alive = Lease(tmp_path)
+    alive.acquire(settle=0)
+    dead.renew()
+    assert alive.held and not dead.held
+
+
+def test_of_two_drivers_starting_at_once_exactly_one_holds_the_lease(tmp_path: Path) -> None:
+    leases = [Lease(tmp_path) for _ in range(4)]
+    outcomes: list[str] = []
+
+    def start(lease: Lease) -> None:
+        try:
+            lease.acquire(settle=0.2)
+            outcomes.append("held")
+        except CheckpointLockedError:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=start, args=(lease,)) for lease in leases]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["held", "refused", "refused", "refused"]

@@ -32,6 +32,18 @@ class CorruptCheckpointError(StreamJoinError):
         super().__init__(f"{path}: {problem}")
 
 
+class CheckpointLockedError(StreamJoinError):
+    """Another driver holds the checkpoint's lease: two drivers on one checkpoint would both write its
+    batches. Terminal for this driver (the other one is running)."""
+
+    def __init__(self, path: Any, owner: str, expires_in: float) -> None:
+        self.path, self.owner, self.expires_in = str(path), owner, expires_in
+        super().__init__(
+            f"{path}: the checkpoint is held by {owner} (lease renewed, expires in {expires_in:.0f} s if that "
+            "driver dies); stop that driver first (stop marker or the stop DAG), or wait for the lease to expire"
+        )
+
+
 class CoPartitioningError(StreamJoinError):
     """Two topics that must be co-partitioned have different partition counts."""
 

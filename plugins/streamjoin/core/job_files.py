@@ -6,6 +6,7 @@ Per pipeline, in its checkpoint folder ``var/checkpoints/<name>/``:
 * ``stop``: the stop marker, honoured by the job between batches;
 * ``driver.json``: pid, process group, start time and spark-submit log of the launched driver;
 * ``supervisor.json``: restart times, since when lag is above the threshold, last assessment;
+* ``lease.json``: who runs the job on this checkpoint (:class:`Lease`): a second driver refuses to start;
 * ``query/``: the job's offset log (:class:`OffsetLog`): ``metadata`` (the query id), ``offsets/N`` (the end
   offsets batch N reads up to, written before it runs) and ``commits/N`` (written once its outputs and state
   are). The layout and the text of the entries are Spark's own, so tools that read Spark checkpoints read it.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 import time
 import uuid
@@ -24,11 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streamjoin.core.errors import CorruptCheckpointError
+from streamjoin.core.errors import CheckpointLockedError, CorruptCheckpointError
 
 STATUS_FILE = "status.json"
 STOP_FILE = "stop"
 DRIVER_FILE = "driver.json"
+LEASE_FILE = "lease.json"
 SUPERVISOR_FILE = "supervisor.json"
 
 
@@ -199,3 +202,57 @@ class OffsetLog:
             for batch in self._batches(folder):
                 if batch <= newest - self.keep:
                     (self.root / folder / str(batch)).unlink(missing_ok=True)
+
+
+class Lease:
+    """The checkpoint's lease: one driver at a time runs batches on a checkpoint, whatever launched it.
+
+    :meth:`acquire` creates ``lease.json`` atomically (a hard link of a complete file: of two drivers
+    starting at once, one wins) or takes over a lease that expired (its driver died without releasing it);
+    the holder renews it (:meth:`renew`) well before it expires and checks that it still holds it before
+    committing a batch (:attr:`held`); :meth:`release` removes it on a clean stop.
+    """
+
+    def __init__(self, checkpoint: Path, *, ttl: float = 30.0) -> None:
+        self.path = checkpoint / LEASE_FILE
+        self.ttl = ttl
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.held = False
+
+    def _record(self) -> str:
+        return json.dumps({"owner": self.owner, "expires_at": time.time() + self.ttl})
+
+    def _refuse_unless_mine(self, current: dict[str, Any] | None) -> None:
+        if current is not None and current.get("owner") != self.owner:
+            expires_in = float(current.get("expires_at", 0)) - time.time()
+            if expires_in > 0:
+                raise CheckpointLockedError(self.path, str(current.get("owner")), expires_in)
+
+    def acquire(self, settle: float = 0.5) -> None:
+        """Hold the lease or raise :class:`CheckpointLockedError` naming its holder."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        staged = self.path.with_name(f".{LEASE_FILE}.{self.owner.replace(':', '-')}")
+        staged.write_text(self._record())
+        try:
+            os.link(staged, self.path)  # fails if a lease exists: no two drivers both create one
+        except FileExistsError:
+            self._refuse_unless_mine(_read(self.path))
+            write_text_atomic(self.path, self._record())  # the holder's lease expired: take it over
+        finally:
+            staged.unlink(missing_ok=True)
+        time.sleep(settle)  # two takeovers of one expired lease: the last write wins, the other sees it here
+        self._refuse_unless_mine(_read(self.path))
+        self.held = True
+
+    def renew(self) -> None:
+        """Extend the lease; if another driver took it over, :attr:`held` turns false."""
+        current = _read(self.path)
+        if current is not None and current.get("owner") != self.owner:
+            self.held = False
+            return
+        write_text_atomic(self.path, self._record())
+
+    def release(self) -> None:
+        if self.held and (_read(self.path) or {}).get("owner") == self.owner:
+            self.path.unlink(missing_ok=True)
+        self.held = False

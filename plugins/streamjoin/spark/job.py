@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -23,8 +24,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from streamjoin.core.batch_plan import BatchPlan, TopicPartition, by_topic, plan_batch
-from streamjoin.core.errors import CorruptCheckpointError
-from streamjoin.core.job_files import Offsets, PipelineFiles
+from streamjoin.core.errors import CheckpointLockedError, CorruptCheckpointError
+from streamjoin.core.job_files import Lease, Offsets, PipelineFiles
 from streamjoin.core.ordering import source_orders
 from streamjoin.core.spec import Kind, PipelineSpec, Shape
 from streamjoin.kafka.offsets import KafkaOffsets
@@ -132,6 +133,7 @@ class StreamJob:
         self.sources = source_orders(spec)
         self.writer = BatchWriter(spark, spec, settings)
         self.heartbeat = Heartbeat(self.files, spec.name, self.offset_log.query_id(), str(uuid.uuid4()))
+        self.lease = Lease(self.files.checkpoint)
 
     def _partitions(self) -> list[TopicPartition]:
         return self.kafka.partitions(self.sources)
@@ -155,7 +157,26 @@ class StreamJob:
         return start | self.kafka.earliest(new)
 
     def run(self) -> int:
-        """Run batches; returns how many ran. A batch planned before a crash runs again first, unchanged."""
+        """Run batches; returns how many ran. A batch planned before a crash runs again first, unchanged.
+
+        :raises CheckpointLockedError: another driver runs on this checkpoint (or took it over meanwhile).
+        """
+        self.lease.acquire()
+        stop = threading.Event()
+        renewer = threading.Thread(target=self._renew, args=(stop,), name="streamjoin-lease", daemon=True)
+        renewer.start()
+        try:
+            return self._loop()
+        finally:
+            stop.set()
+            renewer.join()
+            self.lease.release()
+
+    def _renew(self, stop: threading.Event) -> None:
+        while not stop.wait(self.lease.ttl / 3):
+            self.lease.renew()
+
+    def _loop(self) -> int:
         last = self.offset_log.last_committed()
         batch_id = 0 if last is None else last + 1
         ceiling = self.kafka.latest(self._partitions()) if self.settings.available_now else None
@@ -196,6 +217,8 @@ class StreamJob:
     def _run_batch(self, batch_id: int, start: Offsets, ends: Offsets) -> None:
         started = time.time()
         rows = self.writer(self._raw(start, ends), batch_id)
+        if not self.lease.held:  # another driver took the checkpoint over while this batch ran: no commit
+            raise CheckpointLockedError(self.lease.path, "another driver", self.lease.ttl)
         self.offset_log.commit(batch_id)
         self.heartbeat.batch(batch_id, rows, started, time.time() - started, ends)
 
