@@ -603,6 +603,7 @@ def main() -> int:
     parser.add_argument("--clicks", type=int, default=5_000_000)
     parser.add_argument("--users", type=int, default=100_000, help="users with a region: the table's size")
     parser.add_argument("--views", type=int, default=None, help="stream-stream: views (default: as many as clicks)")
+    parser.add_argument("--unknown-share", type=float, default=0.02, help="share of clicks from users without a region")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--max-per-trigger", default="1500000,100000",
                         help="batch sizes in offsets, a comma list: all variants at the first, "
@@ -617,6 +618,8 @@ def main() -> int:
                         help="Kafka Streams commit.interval.ms (flushes the record cache)")  # fmt: skip
     parser.add_argument("--latency-rate", type=int, default=20_000, help="clicks/s; 0 skips the latency run")
     parser.add_argument("--latency-seconds", type=int, default=60)
+    parser.add_argument("--results", default=str(Path(__file__).with_name("results.jsonl")),
+                        help="JSON lines file the run is appended to")  # fmt: skip
     parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: a streamjoin child process
     parser.add_argument("--suffix", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -639,7 +642,7 @@ def main() -> int:
                 args.partitions)  # fmt: skip
     stream_stream = "stream-stream" in variants or "stream-stream" in more
     expected = produce(args.bootstrap, topics["clicks"], topics["regions"], args.users, args.clicks,
-                       keep_times=stream_stream)  # fmt: skip
+                       unknown_share=args.unknown_share, keep_times=stream_stream)  # fmt: skip
     total = args.clicks + args.users
     print(f"produced {total:,} records in {expected.seconds:.1f}s ({total / expected.seconds:,.0f}/s); "
           f"expected per-region totals {expected.totals}", flush=True)  # fmt: skip
@@ -706,7 +709,7 @@ def main() -> int:
             "kafka_streams_first_rates": pick("kafka_streams", 0) if args.kafka_streams else {},
             "content_checked": True, "failures": failures, "expected_totals": expected.totals, "pairs": pairs,
             "jvm_per_variant": True, "sizes": results, "latency": latency}  # fmt: skip
-    with open(Path(__file__).with_name("results.jsonl"), "a") as out:
+    with open(args.results, "a") as out:
         out.write(json.dumps(line) + "\n")
     if failures:
         print(f"\n{len(failures)} FAILED:")
