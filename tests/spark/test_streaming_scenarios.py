@@ -15,7 +15,7 @@ import pytest
 
 from streamjoin.core.codec import decode, encode
 from streamjoin.core.ordering import processing_order
-from streamjoin.core.spec import PipelineSpec, parse_spec
+from streamjoin.core.spec import Format, PipelineSpec, parse_spec
 from streamjoin.core.topic_plan import plan_topics
 from streamjoin.kafka.admin import ensure_topics
 from streamjoin.kafka.clients import consume_all, produce_records
@@ -64,7 +64,7 @@ def test_scenario_through_the_streaming_job(scenario: Scenario, spark, kafka_boo
     produce_records(
         kafka_bootstrap,
         [
-            (names[r.topic], None if r.key is None else str(r.key).encode(),
+            (names[r.topic], encode(r.key, spec.input_by_topic(names[r.topic])[1].key.format),
              encode(r.value, spec.input_by_topic(names[r.topic])[1].value.format), base + r.ts, [])
             for r in scenario.inputs
             if r not in unwritable
@@ -78,14 +78,19 @@ def test_scenario_through_the_streaming_job(scenario: Scenario, spark, kafka_boo
     formats = {spec.output.topic: spec.output.value_format}
     if spec.aggregate is not None:
         formats[spec.aggregate.output.topic] = spec.aggregate.output.value_format
+    # join results keep the left input's key format (a long key stays a long); aggregate groups are text
+    key_formats = {
+        t: spec.left.key.format for t in [scenario.spec.output.topic] if spec.left.key.format is not Format.STRING
+    }
     got: list[tuple[str, Any, Any, int]] = []
     for topic in sorted(outputs - {scenario.spec.dead_letter_topic}):
         for record in consume_all(kafka_bootstrap, names[topic], timeout=30):
             headers = dict(record.headers)
             value = decode(record.value, formats[names[topic]])
-            got.append((topic, None if record.key is None else record.key.decode(), value, int(headers["ts"]) - base))
+            key = decode(record.key, key_formats.get(topic, Format.STRING))
+            got.append((topic, key, value, int(headers["ts"]) - base))
     expected = [
-        (e.topic, None if e.key is None else str(e.key), e.value, e.ts)
+        (e.topic, e.key if e.key is None or e.topic in key_formats else str(e.key), e.value, e.ts)
         for e in scenario.expected
         if e.topic != scenario.spec.dead_letter_topic
     ]

@@ -43,3 +43,15 @@ def test_one_input_on_both_sides_is_refused_as_a_self_join() -> None:
 def test_inputs_on_different_topics_are_accepted() -> None:
     spec = parse_spec(_spec("x", "y"))
     assert (spec.left.topic, spec.right.topic) == ("x", "y")
+
+
+def test_a_key_join_needs_one_key_format_on_both_sides() -> None:
+    data = _spec("x", "y")
+    data["inputs"]["b"]["key"] = {"format": "long"}
+    with pytest.raises(SpecError) as caught:
+        parse_spec(data)
+    assert caught.value.path == "inputs.b.key.format"
+    assert caught.value.value == "long"
+    assert "'string', the key format of 'a'" in str(caught.value)
+    data["inputs"]["a"]["key"] = {"format": "long"}
+    assert parse_spec(data).left.key.format.value == "long"

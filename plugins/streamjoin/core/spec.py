@@ -276,6 +276,17 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
                     f"with a {right_role.value} (right)",
                 )
             )
+    key_join = join.shape in (Shape.STREAM_STREAM, Shape.STREAM_TABLE, Shape.TABLE_TABLE)
+    left_key, right_key = inputs[join.left].key.format, inputs[join.right].key.format
+    if key_join and left_key is not right_key:
+        # Kafka Streams joins serialized keys: a string "5" and a long 5 never match
+        problems.append(
+            (
+                f"inputs.{join.right}.key.format",
+                right_key.value,
+                f"{left_key.value!r}, the key format of {join.left!r}: a {join.shape.value} join matches equal keys",
+            )
+        )
     if join.kind not in kinds:
         allowed = ", ".join(sorted(k.value for k in kinds))
         problems.append(("join.kind", join.kind.value, f"one of {allowed} for shape {join.shape.value!r}"))

@@ -19,6 +19,7 @@ from streamjoin.spark.events import (
     BatchSummary,
     decode_batch,
     good_events,
+    output_key,
     partition_max_ts,
     rejected_records,
     summarize,
@@ -28,7 +29,7 @@ from streamjoin.spark.events import (
 from streamjoin.spark.foreign_key import join_foreign_key, left_state_schema, right_state_schema
 from streamjoin.spark.projection import joined_value
 from streamjoin.spark.serde import spark_type
-from streamjoin.spark.sinks import encode_value
+from streamjoin.spark.sinks import encode_key, encode_value
 from streamjoin.spark.stream_stream import CLOCK_SCHEMA, join_stream_stream, store_schema
 from streamjoin.spark.stream_table import join_stream_table, null_key_results
 from streamjoin.spark.stream_table_versioned import CLOCK_SCHEMA as VERSIONED_CLOCK_SCHEMA
@@ -169,7 +170,7 @@ def process_batch(
     return BatchOutput(
         summary=summary,
         events=events,
-        results=results,
+        results=results.withColumn("key", output_key(F.col("key"), spec)),
         aggregates=aggregates,
         dead_letters=dead_letters,
         state=new_state,
@@ -195,7 +196,7 @@ def _result_letters(rejected: DataFrame, spec: PipelineSpec) -> DataFrame:
     result's key and JSON value, from the join's output topic."""
     value_type = rejected.schema["value"].dataType
     return rejected.select(
-        F.col("key").cast("binary").alias("key"),
+        encode_key(F.col("key"), spec.left.key.format).alias("key"),
         encode_value(F.col("value"), value_type, Format.JSON).alias("value"),
         F.lit(spec.output.topic or "<join>").alias("topic"),
         F.col("__partition").alias("partition"),

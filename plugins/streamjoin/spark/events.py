@@ -5,7 +5,7 @@ Kafka-shaped rows have the Kafka source's columns: ``key``, ``value`` (binary), 
 
 =============  =================================================================================
 ``side``       ``"L"`` or ``"R"``: which side of the join the record belongs to
-``key``        the record key (string)
+``key``        the record key as text (a ``long`` key as its decimal digits: see :func:`decode_key`)
 ``lval``       the decoded value of a left record (type of the left input), else null
 ``rval``       the decoded value of a right record, else null
 ``tomb``       the record's value is null (a tombstone on a table)
@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from streamjoin.core.spec import Kind, PipelineSpec, Role, Shape
+from streamjoin.core.spec import Format, Kind, PipelineSpec, Role, Shape
 from streamjoin.spark.local_frames import local_frame
 from streamjoin.spark.projection import key_selector
 from streamjoin.spark.serde import decode, spark_type
@@ -59,7 +59,7 @@ def decode_batch(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
     rval, rerr = decode(F.col("value"), right.value)
     is_left = F.col("topic") == F.lit(left.topic)
     names = list(spec.inputs)
-    key = F.col("key").cast("string")
+    key, key_err = decode_key(is_left, spec)
     null_join_key = F.col("key").isNull()
     staged = raw
     if join.shape is Shape.STREAM_GLOBALTABLE and join.key_selector is not None:
@@ -82,6 +82,7 @@ def decode_batch(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
     keeps_null_key = (is_left & F.lit("L" in outer_sides)) | (~is_left & F.lit("R" in outer_sides))
     reason = (
         F.when(~keeps_null_key & null_join_key, F.lit("null-key"))
+        .when(key_err.isNotNull(), key_err)
         .when(is_left & lerr.isNotNull(), lerr)
         .when(~is_left & rerr.isNotNull(), rerr)
         .when(stream_side & F.col("value").isNull(), F.lit("null-value"))
@@ -108,6 +109,31 @@ def decode_batch(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
         F.when(dead, F.col("value")).alias(DEAD_VALUE),
         *lookup_column,
     )
+
+
+def decode_key(is_left: Column, spec: PipelineSpec) -> tuple[Column, Column]:
+    """``(key, error)`` of the record key per its input's ``key.format``. The key column is text: a
+    ``long`` key (Java LongSerializer, 8 bytes big-endian) as its decimal digits, so equal longs are equal
+    keys and every state keeps one key type; :func:`output_key` turns it back into a long for the sinks."""
+    keys = []
+    for serde in (spec.left.key, spec.right.key):
+        if serde.format is Format.LONG:
+            raw = F.col("key")
+            ok = F.length(raw) == 8
+            error = F.when(
+                raw.isNotNull() & ~ok,
+                F.concat(F.lit("undecodable-key: long needs 8 bytes, got "), F.length(raw).cast("string")),
+            )
+            keys.append((F.when(ok, F.conv(F.hex(raw), 16, -10)), error))
+        else:
+            keys.append((F.col("key").cast("string"), F.lit(None).cast("string")))
+    (lkey, lerr), (rkey, rerr) = keys
+    return F.when(is_left, lkey).otherwise(rkey), F.when(is_left, lerr).otherwise(rerr)
+
+
+def output_key(key: Column, spec: PipelineSpec) -> Column:
+    """A join result's key in its type on the topic: the left input's key format (a long for ``long``)."""
+    return key.cast("long") if spec.left.key.format is Format.LONG else key
 
 
 def _null_key_sides(spec: PipelineSpec) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ ordering rule (docs/SEMANTICS.md).
 from __future__ import annotations
 
 import json
+import struct
 import tempfile
 from collections import defaultdict
 from collections.abc import Iterable
@@ -19,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from streamjoin.core.batch_plan import BatchPlan, RecordsIndex, plan_all
-from streamjoin.core.codec import encode
+from streamjoin.core.codec import decode, encode
 from streamjoin.core.ordering import source_orders
 from streamjoin.core.spec import PipelineSpec
 from streamjoin.spark.engine import SMALL_STATES, process_batch, state_schemas
@@ -56,7 +57,7 @@ def raw_frame(spark: SparkSession, spec: PipelineSpec, records: Iterable[dict[st
         key = record.get("key")
         rows.append(
             (
-                None if key is None else str(key).encode(),
+                encode(key, spec_input.key.format),  # None stays None
                 encode(record.get("value"), spec_input.value.format),
                 topic,
                 partition,
@@ -163,7 +164,7 @@ def _run(
         result.append(
             {
                 "topic": spec.dead_letter_topic,
-                "key": None if r["key"] is None else bytes(r["key"]).decode(errors="replace"),
+                "key": _dead_key(spec, r["topic"], r["key"]),
                 "value": None if r["value"] is None else bytes(r["value"]).decode(errors="replace"),
                 "ts": r["ts"],
                 "headers": {"reason": r["reason"], "source_topic": r["topic"]},
@@ -187,3 +188,18 @@ def _unjson(text: str) -> Any:
         except ValueError:
             return value
     return value
+
+
+def _dead_key(spec: PipelineSpec, topic: str, key: Any) -> Any:
+    """A dead letter's key as the records file writes it: decoded with its source's key format (an input
+    topic's, else the join result's: the left input's); bytes that do not decode stay text."""
+    if key is None:
+        return None
+    try:
+        fmt = spec.input_by_topic(topic)[1].key.format
+    except KeyError:
+        fmt = spec.left.key.format
+    try:
+        return decode(bytes(key), fmt)
+    except (ValueError, struct.error):
+        return bytes(key).decode(errors="replace")

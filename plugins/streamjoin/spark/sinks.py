@@ -15,6 +15,14 @@ def _header(name: str, value: Column) -> Column:
     return F.struct(F.lit(name).alias("key"), value.cast("string").cast("binary").alias("value"))
 
 
+def encode_key(key: Column, fmt: Format) -> Column:
+    """Key bytes: for ``long`` (an input key format) 8 bytes big-endian as Java's LongSerializer writes
+    them, else the key's UTF-8 text."""
+    if fmt is Format.LONG:
+        return encode(key.cast("long"), Format.LONG)
+    return key.cast("binary")
+
+
 def encode_value(value: Column, data_type: T.DataType, fmt: Format) -> Column:
     if fmt is Format.JSON and not isinstance(data_type, (T.StructType, T.MapType, T.ArrayType)):
         # a JSON document of a scalar: strings are already JSON text (function results) or quoted here
@@ -53,7 +61,9 @@ def kafka_rows(rows: DataFrame, sink: Sink, topic: str, *, sort: bool = True) ->
         # one writer per key, in emission order: Kafka keeps the order of one producer per partition
         rows = rows.repartition("key").sortWithinPartitions(*ORDER, "__sub")
     return rows.select(
-        F.col("key").cast("binary").alias("key"),
+        encode_key(
+            F.col("key"), Format.LONG if isinstance(rows.schema["key"].dataType, T.LongType) else Format.STRING
+        ).alias("key"),
         encode_value(F.col("value"), value_type, sink.value_format).alias("value"),
         F.lit(topic).alias("topic"),
         F.array(_header("ts", F.col("ts"))).alias("headers"),
