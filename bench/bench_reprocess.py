@@ -4,6 +4,10 @@ same offset ranges and written as Parquet with no join.
 
     .venv/bin/python bench/bench_reprocess.py --bootstrap 127.0.0.1:19092 --clicks 1000000 --users 100000
 
+The day's enriched output is checked against the answer the generator computed (one enriched click per
+click, per-region sums of their clicks, ``UNKNOWN`` for users without a region): a wrong day prints FAILED
+with expected and got, reports no rate and exits 1.
+
 Appends a JSON line to bench/reprocess_results.jsonl.
 """
 
@@ -22,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_join import make_topics
-from produce_clicks import produce
+from produce_clicks import Produced, produce
 from streamjoin.core.backfill import day_start_ms, plan_day
 from streamjoin.core.spec import load_spec, parse_spec
 
@@ -41,6 +45,27 @@ def day_spec(suffix: str, out: Path) -> object:
     return parse_spec(data, "bench")
 
 
+def check_day(spark: object, path: str | None, expected: Produced) -> list[str]:
+    """What is wrong with the published enriched day at ``path`` (empty: all correct)."""
+    from pyspark.sql import functions as F
+
+    if path is None:
+        return ["no enriched day was published"]
+    rows = (
+        spark.read.parquet(path)  # type: ignore[attr-defined]
+        .groupBy(F.col("value.region").alias("region"))
+        .agg(F.count("*").alias("n"), F.sum("value.clicks").alias("clicks"))
+        .collect()
+    )
+    count, sums = sum(r["n"] for r in rows), {r["region"]: r["clicks"] for r in rows}
+    problems = []
+    if count != expected.clicks:
+        problems.append(f"enriched clicks: expected {expected.clicks}, got {count}")
+    if sums != expected.totals:
+        problems.append(f"per-region sums: expected {expected.totals}, got {sums}")
+    return problems
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bootstrap", default="127.0.0.1:19092")
@@ -54,8 +79,8 @@ def main() -> int:
         spec = day_spec(suffix, Path(tmp))
         topics = {spec.left.topic: False, spec.right.topic: True}  # type: ignore[attr-defined]
         make_topics(args.bootstrap, topics, args.partitions)
-        produce(args.bootstrap, spec.left.topic, spec.right.topic, args.users, args.clicks,  # type: ignore[attr-defined]
-                base=day_start_ms(day) + 3_600_000)  # fmt: skip
+        expected = produce(args.bootstrap, spec.left.topic, spec.right.topic, args.users, args.clicks,  # type: ignore[attr-defined]
+                           base=day_start_ms(day) + 3_600_000)  # fmt: skip
         from streamjoin.spark.reprocess import read_ranges, reprocess_day, topic_ranges
         from streamjoin.spark.session import build_session
 
@@ -67,6 +92,10 @@ def main() -> int:
         raw.write.mode("overwrite").parquet(f"{tmp}/baseline")
         baseline = time.monotonic() - started
         result = reprocess_day(spark, spec, plan, args.bootstrap, home=Path(tmp))  # type: ignore[arg-type]
+        problems = check_day(spark, result.paths.get("enriched"), expected)
+        if problems:
+            print(f"FAILED reprocess of {day}: " + "; ".join(problems))
+            return 1
     records = args.clicks + args.users
     line = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "day": str(day), "input_rows": result.input_rows,
             "results": result.results, "aggregates": result.aggregates, "seconds": round(result.seconds, 1),
