@@ -166,6 +166,14 @@ def rejected_records(batch: DataFrame) -> DataFrame:
     )
 
 
+def partition_time_ts() -> Column:
+    """The ts a record adds to its partition's time (``__eff``), or null. As in Kafka Streams, a record
+    that deserializes joins its partition queue and moves partition time even when the join then skips it
+    (``null-key``, ``null-value``); an undecodable one (``undecodable-*``, dropped by
+    LogAndContinueExceptionHandler inside the RecordQueue) does not."""
+    return F.when(F.col("reason").isNull() | ~F.col("reason").startswith("undecodable"), F.col("ts"))
+
+
 def with_batch_order(events: DataFrame, previous_max: DataFrame | None) -> DataFrame:
     """Add ``__eff``: the running max of ``ts`` in each topic-partition in offset order, continuing from
     ``previous_max`` (columns ``topic``, ``__partition``, ``max_ts``) carried over from earlier batches.
@@ -176,8 +184,7 @@ def with_batch_order(events: DataFrame, previous_max: DataFrame | None) -> DataF
     few rows are checkpointed locally when first computed, so every later use of the ordered events is a
     broadcast join against ``events`` (which the caller caches), not another window over the batch.
     """
-    # rejected records (``reason`` set) do not move a partition's time
-    good_ts = F.when(F.col("reason").isNull(), F.col("ts"))
+    good_ts = partition_time_ts()
     coords = events.select("topic", "__partition", "__offset", good_ts.alias("ts"))
     per_partition = (
         Window.partitionBy("topic", "__partition")
@@ -214,7 +221,8 @@ def with_file_order(events: DataFrame) -> DataFrame:
 class BatchSummary:
     """Counts of a decoded batch and each topic-partition's max timestamp, from one small Spark job."""
 
-    #: ``(topic, partition) -> max ts`` of the good records (None: the partition had only rejected ones)
+    #: ``(topic, partition) -> max ts`` of the records that move partition time (None: the partition had
+    #: only undecodable ones)
     max_ts: dict[tuple[str, int], int | None]
     rows: int
     rejected: int
@@ -224,7 +232,7 @@ class BatchSummary:
 
 def summarize(batch: DataFrame) -> BatchSummary:
     """Summarise a decoded batch (best cached first: this runs a job over it)."""
-    good_ts = F.when(F.col("reason").isNull(), F.col("ts"))
+    good_ts = partition_time_ts()
     rows = (
         batch.groupBy("topic", "__partition", "side")
         .agg(F.count(F.lit(1)).alias("rows"), F.count("reason").alias("rejected"), F.max(good_ts).alias("max_ts"))
