@@ -27,12 +27,11 @@ from streamjoin.core.ordering import processing_order
 from streamjoin.core.records import Emitted, Record
 from streamjoin.core.semantics import aggregate, foreign_key, stream_stream, stream_table, table_table
 from streamjoin.core.semantics.common import Result, Side, Step
+from streamjoin.core.shapes import traits
 from streamjoin.core.spec import Joiner, Kind, PipelineSpec, Projection, Reduce, Role, Shape
 
 JOIN_TOPIC = "<join>"
 AGGREGATE_TOPIC = "<aggregate>"
-#: Shapes whose result is a stream (aggregates only add) rather than a table (aggregates follow changes).
-STREAM_SHAPES = frozenset({Shape.STREAM_STREAM, Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE})
 
 
 def default_joiner(key: Any, left: Any, right: Any) -> dict[str, Any]:
@@ -174,7 +173,7 @@ class ReferenceEngine:
         """Whether a stream record of this side is joined with null when its join key is null (KIP-962):
         the left side of a left or outer join, the right side of a stream-stream outer join. For a
         stream-globaltable join the join key is the lookup key (``key_selector``'s, else the stream key)."""
-        if role is not Role.STREAM or self.shape not in STREAM_SHAPES:
+        if role is not Role.STREAM or not traits(self.shape).stream_result:
             return False
         if side is Side.LEFT:
             return self.kind in (Kind.LEFT, Kind.OUTER)
@@ -240,7 +239,7 @@ class ReferenceEngine:
     def _aggregate(self, joined: Emitted) -> list[Emitted]:
         if self.group_by is None or self.aggregate_topic is None:
             return []
-        stream_shaped = self.shape in STREAM_SHAPES
+        stream_shaped = traits(self.shape).stream_result
         if joined.value is None:  # a tombstone: only table-shaped results have them
             updates = aggregate.step_table(self._table_agg, joined.key, None, 0, joined.ts)
             return [Emitted(self.aggregate_topic, u.group, u.total, u.ts) for u in updates]

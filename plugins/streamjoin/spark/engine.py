@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from streamjoin.core.spec import Format, Joiner, PipelineSpec, Shape
+from streamjoin.core.shapes import traits
+from streamjoin.core.spec import Format, Joiner, PipelineSpec
 from streamjoin.spark.aggregate import AGG_STATE_SCHEMA, aggregate_stream
 from streamjoin.spark.events import (
-    LOOKUP_KEY,
     ORDER_STATE_SCHEMA,
     BatchSummary,
     decode_batch,
@@ -26,46 +26,24 @@ from streamjoin.spark.events import (
     with_batch_order,
     with_file_order,
 )
-from streamjoin.spark.foreign_key import join_foreign_key, left_state_schema, right_state_schema
 from streamjoin.spark.projection import joined_value
 from streamjoin.spark.serde import spark_type
+from streamjoin.spark.shapes import spark_shape
 from streamjoin.spark.sinks import encode_key, encode_value
-from streamjoin.spark.stream_stream import CLOCK_SCHEMA, join_stream_stream, store_schema
-from streamjoin.spark.stream_table import join_stream_table, null_key_results
-from streamjoin.spark.stream_table_versioned import CLOCK_SCHEMA as VERSIONED_CLOCK_SCHEMA
-from streamjoin.spark.stream_table_versioned import buffer_schema, history_schema, join_stream_table_versioned
 from streamjoin.spark.table_aggregate import PREVIOUS_SCHEMA, aggregate_table
-from streamjoin.spark.table_table import join_table_table, side_state_schema
 
 #: states of a few rows per partition, kept as JSON by the state store
 SMALL_STATES = frozenset({"order", "clock"})
-#: shapes whose results are a table (updates replace earlier results per key): aggregated with subtraction
-TABLE_SHAPES = (Shape.TABLE_TABLE, Shape.TABLE_TABLE_FK)
 
 
 def state_schemas(spec: PipelineSpec) -> dict[str, str]:
     """DDL schema of every state the pipeline carries between batches."""
     ltype = spark_type(spec.left.value).simpleString()
     rtype = spark_type(spec.right.value).simpleString()
-    schemas = {"order": ORDER_STATE_SCHEMA}
-    shape = spec.join.shape
-    if shape is Shape.STREAM_STREAM:
-        schemas |= {"window_store": store_schema(ltype, rtype), "clock": CLOCK_SCHEMA}
-    elif shape is Shape.STREAM_TABLE and spec.right.versioned is not None:
-        schemas |= {
-            "history": history_schema(rtype),
-            "buffer": buffer_schema(ltype),
-            "clock": VERSIONED_CLOCK_SCHEMA,
-        }
-    elif shape is Shape.TABLE_TABLE:
-        schemas |= {"left_table": side_state_schema(ltype), "right_table": side_state_schema(rtype)}
-    elif shape is Shape.TABLE_TABLE_FK:
-        schemas |= {"left_table": left_state_schema(ltype), "right_table": right_state_schema(rtype)}
-    else:
-        schemas["table"] = f"key string, rval {rtype}, rts long"
+    schemas = {"order": ORDER_STATE_SCHEMA} | spark_shape(spec).state_schemas(spec, ltype, rtype)
     if spec.aggregate is not None:
         schemas["agg"] = AGG_STATE_SCHEMA
-        if shape in TABLE_SHAPES:
+        if traits(spec.join.shape).table_result:
             schemas["agg_previous"] = PREVIOUS_SCHEMA
     return schemas
 
@@ -82,8 +60,6 @@ class BatchOutput:
     #: Kafka-shaped input rows that could not be processed, with ``reason``
     dead_letters: DataFrame
     state: dict[str, DataFrame]
-    #: records dropped by the join's rules, event rows; None if the shape drops none (none does today)
-    dropped: DataFrame | None = None
     #: frames cached for this batch (first the decoded batch: Kafka is read once); the caller unpersists
     #: them with :meth:`release` once the outputs are written
     cached: tuple[DataFrame, ...] = ()
@@ -107,54 +83,16 @@ def process_batch(
     summary = summarize(decoded)
     events = good_events(with_file_order(decoded) if file_order else with_batch_order(decoded, state["order"]))
     join = spec.join
-    dropped: DataFrame | None = None
     new_state = {"order": partition_max_ts(raw.sparkSession, summary, state["order"])}
-    cached: tuple[DataFrame, ...] = (decoded,)
-    if join.shape is Shape.STREAM_TABLE and spec.right.versioned is not None:
-        # null-key stream records (left join, KIP-962) are joined with null at once, outside the buffer
-        null_keys = (F.col("side") == "L") & F.col("key").isNull()
-        vt = join_stream_table_versioned(
-            events.filter(~null_keys),
-            state["history"],
-            state["buffer"],
-            state["clock"],
-            join.kind,
-            grace=join.grace,
-            retention=spec.right.versioned.history_retention,
-        )
-        new_state |= {"history": vt.history, "buffer": vt.buffer, "clock": vt.clock}
-        results = vt.results.unionByName(null_key_results(events), allowMissingColumns=False)
-    elif join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE):
-        lookup = F.col(LOOKUP_KEY) if join.key_selector is not None else None
-        step = join_stream_table(events, state["table"], join.kind, lookup, has_updates=summary.good["R"] > 0)
-        new_state["table"] = step.table_state
-        results = step.results
-        cached += step.cached
-    elif join.shape is Shape.STREAM_STREAM:
-        ss = join_stream_stream(events, state["window_store"], state["clock"], join)
-        new_state |= {"window_store": ss.store, "clock": ss.clock}
-        results = ss.results  # nothing is dropped as late (Kafka Streams: out-of-order records join)
-        cached += ss.cached
-    elif join.shape is Shape.TABLE_TABLE:
-        versioned = (spec.left.versioned is not None, spec.right.versioned is not None)
-        tt = join_table_table(events, state["left_table"], state["right_table"], join.kind, versioned=versioned)
-        new_state |= {"left_table": tt.left_state, "right_table": tt.right_state}
-        results = tt.results
-    elif join.shape is Shape.TABLE_TABLE_FK:
-        assert join.foreign_key is not None
-        versioned = (spec.left.versioned is not None, spec.right.versioned is not None)
-        fk = join_foreign_key(
-            events, state["left_table"], state["right_table"], join.kind, join.foreign_key, versioned=versioned
-        )
-        new_state |= {"left_table": fk.left_state, "right_table": fk.right_state}
-        results = fk.results
-    else:
-        raise NotImplementedError(f"shape {join.shape.value!r} is not implemented on Spark yet")
+    step = spark_shape(spec).join(events, state, spec, summary)
+    new_state |= step.state
+    results = step.results
+    cached: tuple[DataFrame, ...] = (decoded, *step.cached)
     results = with_joined_value(results, join.joiner)
     dead_letters = rejected_records(decoded)
     aggregates = None
     aggregates_in_order = False
-    if spec.aggregate is not None and join.shape in TABLE_SHAPES:
+    if spec.aggregate is not None and traits(join.shape).table_result:
         table_agg = aggregate_table(results, state["agg"], state["agg_previous"], spec.aggregate)
         aggregates = table_agg.rows.persist()
         cached += (aggregates,)
@@ -174,7 +112,6 @@ def process_batch(
         aggregates=aggregates,
         dead_letters=dead_letters,
         state=new_state,
-        dropped=dropped,
         cached=cached,
         aggregates_in_order=aggregates_in_order,
     )

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from streamjoin.core.shapes import ROLE_RANK
 from streamjoin.core.spec import Format, Kind, PipelineSpec, Role, Shape
 from streamjoin.spark.local_frames import local_frame
 from streamjoin.spark.projection import key_selector
@@ -37,7 +38,6 @@ from streamjoin.spark.serde import decode, spark_type
 ORDER = ["__pos", "__input", "__partition", "__offset"]
 #: state of the batch order: each topic-partition's max timestamp so far
 ORDER_STATE_SCHEMA = "topic string, __partition int, max_ts long"
-ROLE_RANK = {Role.GLOBAL_TABLE: 0, Role.TABLE: 1, Role.STREAM: 2}
 LONG_MIN = -(2**63)
 #: ``__eff`` of global-table records in batch order: before everything, and ``__eff * 4`` still fits a long.
 GLOBAL_EFF = -(2**60)
