@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from streamjoin.core.codec import decode, encode
+from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.spec import Format, PipelineSpec, load_spec, parse_spec
 from streamjoin.core.topic_plan import plan_topics
@@ -108,6 +109,15 @@ def test_an_old_table_backlog_in_small_batches_gives_the_exact_totals_across_a_c
     # 3400 records are 7 batches of at most 500; batch 2 runs again, then 3 to 6
     assert ran == 5, f"{USERS + CLICKS} records in batches of 500: {ran} batches after the crash"
     assert final_totals(kafka_bootstrap, spec) == expected
+
+    # the watermark the job reports for the backfill equals the one read from its committed offsets
+    from streamjoin.airflow.sensors import stream_watermark
+
+    files = PipelineFiles(tmp_path / "ck")
+    reported = files.watermark()
+    assert reported is not None and reported >= base + 10_000, files.status()
+    files.status_path.unlink()
+    assert stream_watermark(spec, kafka_bootstrap, files.checkpoint) == (reported, "checkpoint offsets")
 
     # every click enriched exactly once in the files: batch 2 was rewritten, not added twice
     enriched = spark.read.parquet(str(tmp_path / "enriched_clicks" / "stream"))

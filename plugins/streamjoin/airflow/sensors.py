@@ -2,7 +2,7 @@
 
 The stream's watermark, best source first:
 
-1. ``<checkpoint>/status.json`` with ``watermark_ms`` (if the streaming job writes one);
+1. ``<checkpoint>/status.json``: the ``watermark_ms`` the streaming job reports after every batch;
 2. the last offsets the streaming query committed (``<checkpoint>/query/offsets/N``): the minimum over the
    stream inputs' partitions of the timestamp of the last record processed;
 3. the stream input topics' latest records (the stream is assumed to keep up).
@@ -10,7 +10,6 @@ The stream's watermark, best source first:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,13 +44,12 @@ def stream_watermark(
     spec: PipelineSpec, bootstrap: str, checkpoint: Path, *, timeout: float = 10.0
 ) -> tuple[int | None, str]:
     """(watermark in ms or None if nothing was processed yet, where it came from)."""
-    status = checkpoint / "status.json"
-    if status.exists():
-        value = json.loads(status.read_text()).get("watermark_ms")
-        if value is not None:
-            return int(value), str(status)
+    files = PipelineFiles(checkpoint)
+    reported = files.watermark()
+    if reported is not None:
+        return reported, str(files.status_path)
     topics = [i.topic for i in spec.inputs.values() if i.role is Role.STREAM]
-    positions: Mapping[str, Mapping[int, int]] | None = PipelineFiles(checkpoint).offset_log.committed_offsets()
+    positions: Mapping[str, Mapping[int, int]] | None = files.offset_log.committed_offsets()
     source = "checkpoint offsets"
     if positions is None:
         from streamjoin.kafka.clients import end_offsets

@@ -83,6 +83,11 @@ class PipelineFiles:
     def status(self) -> dict[str, Any] | None:
         return _read(self.status_path)
 
+    def watermark(self) -> int | None:
+        """The stream's event time as the job last reported it (``watermark_ms`` of the status)."""
+        value = (self.status() or {}).get("watermark_ms")
+        return None if value is None else int(value)
+
     def write_status(self, record: dict[str, Any]) -> None:
         _write(self.status_path, record)
 

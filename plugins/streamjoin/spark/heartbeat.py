@@ -2,7 +2,8 @@
 
 Fields: ``pipeline, query_id, run_id, batch_id, num_input_rows, input_rows_per_second,
 processed_rows_per_second, batch_duration_ms, end_offsets ({topic: {partition: next offset}}),
-last_batch_time (ISO UTC of the batch's start), written_at (epoch s), pid``. ``end_offsets`` are those of
+last_batch_time (ISO UTC of the batch's start), written_at (epoch s), pid, watermarks ({stream input: the
+event time all its partitions have reached}), watermark_ms (the smallest of them)``. ``end_offsets`` are those of
 the last *committed* batch: lag = latest topic offsets minus these. See :mod:`streamjoin.core.job_files`.
 """
 
@@ -25,7 +26,15 @@ class Heartbeat:
         #: the last record, the previous run's at first (an idle restarted job is alive too)
         self._last: dict[str, Any] | None = files.status()
 
-    def batch(self, batch_id: int, rows: int, started: float, seconds: float, end_offsets: Offsets) -> dict[str, Any]:
+    def batch(
+        self,
+        batch_id: int,
+        rows: int,
+        started: float,
+        seconds: float,
+        end_offsets: Offsets,
+        watermarks: dict[str, int] | None = None,
+    ) -> dict[str, Any]:
         """Record a committed batch that started at ``started`` (epoch s) and took ``seconds``."""
         since = started - self._previous_start if self._previous_start is not None else seconds
         self._previous_start = started
@@ -44,6 +53,8 @@ class Heartbeat:
             "last_batch_time": datetime.fromtimestamp(started, UTC).isoformat(timespec="milliseconds"),
             "written_at": time.time(),
             "pid": os.getpid(),
+            "watermarks": watermarks or {},
+            "watermark_ms": min(watermarks.values()) if watermarks else None,
         }
         self._last = record
         self.files.write_status(record)

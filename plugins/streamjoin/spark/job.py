@@ -27,10 +27,12 @@ from streamjoin.core.batch_plan import BatchPlan, TopicPartition, by_topic, plan
 from streamjoin.core.errors import CheckpointLockedError, CorruptCheckpointError
 from streamjoin.core.job_files import Lease, Offsets, PipelineFiles
 from streamjoin.core.ordering import source_orders
-from streamjoin.core.spec import Kind, PipelineSpec, Shape
+from streamjoin.core.spec import Kind, PipelineSpec, Role
 from streamjoin.kafka.offsets import KafkaOffsets
 from streamjoin.spark.engine import SMALL_STATES, BatchOutput, process_batch, state_schemas
+from streamjoin.spark.events import BatchSummary
 from streamjoin.spark.heartbeat import Heartbeat
+from streamjoin.spark.shapes import spark_shape
 from streamjoin.spark.sinks import dead_letter_rows, file_rows, kafka_rows, write_files, write_kafka
 from streamjoin.spark.source import read_offsets
 from streamjoin.spark.state import StateStore
@@ -61,8 +63,8 @@ class BatchWriter:
         self.spark, self.spec, self.settings = spark, spec, settings
         self.store = StateStore(Path(settings.checkpoint_dir) / "state", small=SMALL_STATES)
 
-    def __call__(self, raw: DataFrame, batch_id: int) -> int:
-        """Run and write batch ``batch_id``; returns its input rows."""
+    def __call__(self, raw: DataFrame, batch_id: int) -> BatchSummary:
+        """Run and write batch ``batch_id``; returns its summary (rows, each partition's max timestamp)."""
         started = time.monotonic()
         state = self.store.load(self.spark, batch_id, state_schemas(self.spec))
         out = process_batch(raw, self.spec, state)
@@ -70,20 +72,16 @@ class BatchWriter:
         self.store.save(batch_id, out.state)
         out.release()
         self._report(batch_id, counts, time.monotonic() - started)
-        return out.summary.rows
+        return out.summary
 
     def _write(self, out: BatchOutput, batch_id: int) -> dict[str, int]:
         """All Kafka-bound rows (join results, aggregate updates, dead letters) go out in one write."""
-        spec = self.spec
-        lookup_join = spec.join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE)
-        # a lookup join's results are a broadcast join away from the cached batch: computing them again for
-        # each use costs less than caching them (1.7 s vs 5.9 s for 3M rows on 2 cores; with a per-change
-        # sum, caching them took the 5M-click run from 64k to 52k records/s)
-        lookup_unversioned = lookup_join and spec.right.versioned is None
-        results = out.results if lookup_unversioned else out.results.persist()
+        spec, shape = self.spec, spark_shape(self.spec)
+        # (with a per-change sum, caching a lookup's results took the 5M-click run from 64k to 52k records/s)
+        results = out.results if shape.lookup else out.results.persist()
         to_kafka: list[DataFrame] = []
         if spec.output.topic:
-            to_kafka.append(kafka_rows(results, spec.output, spec.output.topic, sort=not lookup_join))
+            to_kafka.append(kafka_rows(results, spec.output, spec.output.topic, sort=not shape.in_source_order))
         if spec.output.files:
             write_files(
                 file_rows(results), self.settings.path(spec.output.files.path), spec.output.files.format, batch_id
@@ -105,7 +103,7 @@ class BatchWriter:
         write_kafka(rows, self.settings.bootstrap)
         # counts without a pass over uncached frames (an Observation on the Kafka write never completes):
         # a left lookup join emits exactly one result per good stream record
-        left_lookup = lookup_unversioned and spec.join.kind is Kind.LEFT
+        left_lookup = shape.lookup and spec.join.kind is Kind.LEFT
         counts = {
             "join_results": out.summary.good["L"] if left_lookup else results.count(),
             "dead_lettered": out.summary.rejected if spec.aggregate is None else dead.count(),
@@ -134,6 +132,12 @@ class StreamJob:
         self.writer = BatchWriter(spark, spec, settings)
         self.heartbeat = Heartbeat(self.files, spec.name, self.offset_log.query_id(), str(uuid.uuid4()))
         self.lease = Lease(self.files.checkpoint)
+        #: (topic, partition) -> the largest timestamp processed (the batch order's state, as committed)
+        self.partition_time: dict[TopicPartition, int] = {
+            (row["topic"], row["__partition"]): row["max_ts"]
+            for row in self.writer.store.latest_small("order")
+            if row["max_ts"] is not None
+        }
 
     def _partitions(self) -> list[TopicPartition]:
         return self.kafka.partitions(self.sources)
@@ -216,11 +220,24 @@ class StreamJob:
 
     def _run_batch(self, batch_id: int, start: Offsets, ends: Offsets) -> None:
         started = time.time()
-        rows = self.writer(self._raw(start, ends), batch_id)
+        summary = self.writer(self._raw(start, ends), batch_id)
         if not self.lease.held:  # another driver took the checkpoint over while this batch ran: no commit
             raise CheckpointLockedError(self.lease.path, "another driver", self.lease.ttl)
         self.offset_log.commit(batch_id)
-        self.heartbeat.batch(batch_id, rows, started, time.time() - started, ends)
+        for tp, ts in summary.max_ts.items():
+            if ts is not None:
+                self.partition_time[tp] = max(ts, self.partition_time.get(tp, ts))
+        self.heartbeat.batch(batch_id, summary.rows, started, time.time() - started, ends, self._watermarks())
+
+    def _watermarks(self) -> dict[str, int]:
+        """Per stream input, the event time every one of its partitions has reached (the smallest of their
+        largest processed timestamps): what the backfill waits for before it reprocesses a day."""
+        marks = {}
+        for name, inp in self.spec.inputs.items():
+            times = [ts for (topic, _), ts in self.partition_time.items() if topic == inp.topic]
+            if inp.role is Role.STREAM and times:
+                marks[name] = min(times)
+        return marks
 
     def _raw(self, start: Offsets, ends: Offsets) -> DataFrame:
         return read_offsets(self.spark, self.settings.bootstrap, start, ends)

@@ -17,6 +17,7 @@ import json
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -60,6 +61,12 @@ class StateStore:
             frames[name] = spark.read.schema(schema).parquet(str(self.root / dataset))
             self._loaded[name] = (frames[name], dataset)
         return frames
+
+    def latest_small(self, name: str) -> list[dict[str, Any]]:
+        """The rows of small state ``name`` in the newest committed version (none yet: no rows)."""
+        versions = self._versions()
+        path = self.root / f"v={versions[-1]}" / f"{name}.json" if versions else None
+        return json.loads(path.read_text()) if path is not None and path.exists() else []
 
     def save(self, batch_id: int, states: dict[str, DataFrame]) -> None:
         target = self.root / f"v={batch_id}"

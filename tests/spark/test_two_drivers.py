@@ -1,0 +1,77 @@
+"""Two drivers launched at once on one checkpoint: one runs, the other refuses to start and names the first
+(the checkpoint lease), and the output holds every record once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from test_stream_job_backlog import CLICKS, USERS, backlog, produce, seed_spec
+
+from streamjoin.core.job_files import LEASE_FILE, PipelineFiles
+from streamjoin.core.plans import PROJECT_HOME, connector_jars
+from streamjoin.core.topic_plan import plan_topics
+from streamjoin.kafka.admin import ensure_topics
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+
+def test_a_second_driver_on_the_same_checkpoint_refuses_to_start(
+    spark: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    spec = seed_spec(tmp_path, max_records=USERS + CLICKS)  # the backlog in one batch
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, plan_topics(spec))
+    records, _ = backlog(int(time.time() * 1000) - 3_600_000)
+    produce(kafka_bootstrap, spec, records)
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(spec.model_dump(mode="json", by_alias=True, exclude_none=True)))
+    checkpoint = tmp_path / "ck"
+    command = [
+        str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]",
+        "--jars", ",".join(connector_jars()), "--conf", "spark.ui.enabled=false",
+        str(PROJECT_HOME / "jobs" / "stream_join.py"), "--spec", str(spec_file), "--bootstrap", kafka_bootstrap,
+        "--checkpoint", str(checkpoint), "--home", str(tmp_path),
+    ]  # fmt: skip
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    drivers = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        for _ in range(2)
+    ]
+    try:
+        refused = None
+        deadline = time.monotonic() + 240
+        while refused is None and time.monotonic() < deadline:
+            refused = next((d for d in drivers if d.poll() is not None), None)
+            time.sleep(1)
+        assert refused is not None, "neither driver refused within 240 s"
+        assert refused.stdout is not None
+        refusal = refused.stdout.read()
+        assert refused.returncode != 0 and "the checkpoint is held by" in refusal, refusal[-3000:]
+        (running,) = [d for d in drivers if d is not refused]
+        files = PipelineFiles(checkpoint)
+        deadline = time.monotonic() + 300
+        while _behind(files):
+            assert running.poll() is None, "the driver that holds the lease died"
+            assert time.monotonic() < deadline, f"the running driver did not catch up: {files.status()}"
+            time.sleep(1)
+        files.request_stop()
+        assert running.wait(timeout=120) == 0
+    finally:
+        for driver in drivers:
+            if driver.poll() is None:
+                driver.kill()
+    assert not (checkpoint / LEASE_FILE).exists()  # released on a clean stop
+    enriched = spark.read.parquet(str(tmp_path / "enriched_clicks" / "stream"))
+    assert enriched.count() == CLICKS
+
+
+def _behind(files: PipelineFiles) -> bool:
+    """The job has not yet committed offsets up to the end of the backlog."""
+    ends = (files.status() or {}).get("end_offsets", {})
+    return sum(int(o) for parts in ends.values() for o in parts.values()) < USERS + CLICKS
