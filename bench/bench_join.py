@@ -376,6 +376,8 @@ def kafka_streams_child(args: argparse.Namespace, suffix: str, variant: str, exp
                "--regions", topics["regions"], "--views", topics["views"],
                "--threads", str(args.ks_threads), "--commit-interval-ms", str(args.ks_commit_interval_ms),
                "--expect-count", str(pairs if variant == "stream-stream" else expected.clicks)]  # fmt: skip
+    if args.ks_max_task_idle_ms is not None:
+        command += ["--max-task-idle-ms", str(args.ks_max_task_idle_ms)]
     if workload == "join-sum":
         command += ["--expect-totals", ",".join(f"{k}={v}" for k, v in sorted(expected.totals.items()))]
     if workload == "join-sum-nocache":
@@ -472,7 +474,7 @@ class Checker:
 
 def batch_profile(lines: list[str], users: int) -> dict[str, Any]:
     """Per-batch times from the job's ``streamjoin batch {...}`` lines: batches without join results (the
-    table being loaded) and the others."""
+    table being loaded) and the others; ``users``: the table's size (0: no table)."""
     batches = [json.loads(line[len(BATCH_LINE) :]) for line in lines if line.startswith(BATCH_LINE)]
     if not batches:
         return {}
@@ -499,7 +501,7 @@ def batch_profile(lines: list[str], users: int) -> dict[str, Any]:
 def describe_profile(profile: dict[str, Any]) -> str:
     if not profile:
         return ""
-    text = f"table of {profile['table_keys']:,} keys: "
+    text = f"table of {profile['table_keys']:,} keys: " if profile["table_keys"] else ""
     if profile["load_batches"]:
         rows, seconds = profile["load_rows"], profile["load_seconds"]
         text += f"{profile['load_batches']} batches without join results ({rows:,} rows, {seconds:.1f}s); "
@@ -576,7 +578,7 @@ def bench_size(
                 )
                 print(f"{label}: {seconds:7.1f}s  {rate:12,.0f} input records/s  (content checked{extra})", flush=True)
                 if engine == "streamjoin":
-                    profile = batch_profile(lines, args.users)
+                    profile = batch_profile(lines, 0 if variant in ("baseline", "stream-stream") else args.users)
                     result["batches"].append(answer["batches"])
                     result["profiles"].append(profile)
                     if profile:
@@ -616,6 +618,8 @@ def main() -> int:
     parser.add_argument("--ks-threads", type=int, default=2, help="Kafka Streams num.stream.threads")
     parser.add_argument("--ks-commit-interval-ms", type=int, default=1000,
                         help="Kafka Streams commit.interval.ms (flushes the record cache)")  # fmt: skip
+    parser.add_argument("--ks-max-task-idle-ms", type=int, default=None,
+                        help="Kafka Streams max.task.idle.ms (default: Kafka Streams' own, 0)")  # fmt: skip
     parser.add_argument("--latency-rate", type=int, default=20_000, help="clicks/s; 0 skips the latency run")
     parser.add_argument("--latency-seconds", type=int, default=60)
     parser.add_argument("--results", default=str(Path(__file__).with_name("results.jsonl")),

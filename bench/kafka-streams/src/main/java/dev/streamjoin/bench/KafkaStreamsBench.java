@@ -51,6 +51,7 @@ import org.apache.kafka.streams.kstream.StreamJoined;
  * <pre>
  * java -jar kafka-streams-bench.jar --bootstrap B --workload join|join-sum|join-sum-nocache|stream-stream|copy
  *     --clicks T --regions T --views T --expect-count N [--expect-totals region=n,...] [--expect-agg-count N]
+ *     [--threads 2] [--commit-interval-ms 1000] [--max-task-idle-ms MS] [--idle-seconds 60]
  * stdin:  run TAG OUTPUT_TOPIC [AGGREGATE_TOPIC]    (one line per run; "quit" or EOF ends)
  * stdout: KS_RESULT {"tag": ..., "seconds": ..., "done": true|false, ...}
  * </pre>
@@ -64,7 +65,8 @@ import org.apache.kafka.streams.kstream.StreamJoined;
  * <p>A run ends when the output topic's end offsets reach {@code --expect-count} (and, for join-sum, the latest
  * value of every region on the aggregate topic equals {@code --expect-totals}; for join-sum-nocache the
  * aggregate topic's end offsets reach {@code --expect-agg-count}); its time is from {@code start()} to then. If
- * the outputs stop growing for {@code --idle-seconds} first, the run ends with {@code "done": false}.
+ * neither the outputs nor the records read grow for {@code --idle-seconds} first, the run ends with
+ * {@code "done": false}.
  */
 public final class KafkaStreamsBench {
     private final Map<String, String> opts;
@@ -164,6 +166,9 @@ public final class KafkaStreamsBench {
             props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0L);
         }
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
+        if (opts.containsKey("max-task-idle-ms")) {  // default 0: a task does not wait for its other inputs
+            props.put(StreamsConfig.MAX_TASK_IDLE_MS_CONFIG, Long.parseLong(opts.get("max-task-idle-ms")));
+        }
         return props;
     }
 
@@ -177,6 +182,23 @@ public final class KafkaStreamsBench {
             sum += info.offset();
         }
         return sum;
+    }
+
+    /** Records the app's consumers have read so far (inputs and repartition topics). */
+    static double consumed(KafkaStreams streams) {
+        double total = 0;
+        for (var entry : streams.metrics().entrySet()) {
+            var name = entry.getKey();
+            if (name.name().equals("records-consumed-total")
+                    && name.group().equals("consumer-fetch-manager-metrics")
+                    && !name.tags().containsKey("topic")) {
+                Object value = entry.getValue().metricValue();
+                if (value instanceof Number number) {
+                    total += number.doubleValue();
+                }
+            }
+        }
+        return total;
     }
 
     KafkaConsumer<String, Long> aggregateReader(String topic) throws Exception {
@@ -216,6 +238,7 @@ public final class KafkaStreamsBench {
         long aggRecords = 0;
         long lastProgress = System.nanoTime();
         long lastSeen = -1;
+        double lastConsumed = -1;
         while (true) {
             count = endOffsets(output);
             boolean ok = count >= expectCount;
@@ -240,7 +263,13 @@ public final class KafkaStreamsBench {
                 lastSeen = count + aggRecords;
                 lastProgress = System.nanoTime();
             } else if ((System.nanoTime() - lastProgress) / 1e9 > idleSeconds) {
-                break;
+                // no new output for a while: still reading input (a large table first)?
+                double read = consumed(streams);
+                if (read == lastConsumed) {
+                    break;
+                }
+                lastConsumed = read;
+                lastProgress = System.nanoTime();
             }
             if (streams.state() == KafkaStreams.State.ERROR || streams.state() == KafkaStreams.State.NOT_RUNNING) {
                 break;
