@@ -14,7 +14,6 @@ lies in the day. Nothing here touches Kafka, Spark or files.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -107,11 +106,6 @@ def plan_day(spec: PipelineSpec, day: date | str, *, lateness_ms: int = DEFAULT_
         else:
             reads.append(TopicRead(inp.topic, inp.role, None, end + grace))
     return BackfillPlan(spec.name, day, start, end, grace, tuple(reads))
-
-
-def offsets_json(topic: str, offsets: Mapping[int, int]) -> str:
-    """Spark's Kafka ``startingOffsets``/``endingOffsets`` JSON for one topic (-2 earliest, -1 latest)."""
-    return json.dumps({topic: {str(p): int(o) for p, o in sorted(offsets.items())}})
 
 
 def partition_path(files_path: str | Path, day: date) -> Path:

@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 from streamjoin.core.batch_plan import BatchPlan, RecordsIndex, plan_all
 from streamjoin.core.codec import decode, encode
 from streamjoin.core.ordering import source_orders
-from streamjoin.core.spec import PipelineSpec
+from streamjoin.core.spec import Format, PipelineSpec
 from streamjoin.spark.engine import SMALL_STATES, process_batch, state_schemas
 from streamjoin.spark.events import ORDER
 from streamjoin.spark.local_frames import local_frame
@@ -165,7 +165,7 @@ def _run(
             {
                 "topic": spec.dead_letter_topic,
                 "key": _dead_key(spec, r["topic"], r["key"]),
-                "value": None if r["value"] is None else bytes(r["value"]).decode(errors="replace"),
+                "value": _dead_value(spec, r["topic"], r["value"]),
                 "ts": r["ts"],
                 "headers": {"reason": r["reason"], "source_topic": r["topic"]},
             }
@@ -193,13 +193,27 @@ def _unjson(text: str) -> Any:
 def _dead_key(spec: PipelineSpec, topic: str, key: Any) -> Any:
     """A dead letter's key as the records file writes it: decoded with its source's key format (an input
     topic's, else the join result's: the left input's); bytes that do not decode stay text."""
-    if key is None:
-        return None
     try:
         fmt = spec.input_by_topic(topic)[1].key.format
     except KeyError:
         fmt = spec.left.key.format
+    return _decoded(key, fmt)
+
+
+def _dead_value(spec: PipelineSpec, topic: str, value: Any) -> Any:
+    """A dead letter's value decoded with its input's value format; a rejected join result (from the join's
+    output topic) is JSON text and stays text, as do bytes that do not decode."""
     try:
-        return decode(bytes(key), fmt)
+        fmt = spec.input_by_topic(topic)[1].value.format
+    except KeyError:
+        fmt = Format.STRING
+    return _decoded(value, fmt)
+
+
+def _decoded(data: Any, fmt: Format) -> Any:
+    if data is None:
+        return None
+    try:
+        return decode(bytes(data), fmt)
     except (ValueError, struct.error):
-        return bytes(key).decode(errors="replace")
+        return bytes(data).decode(errors="replace")
