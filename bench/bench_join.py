@@ -277,7 +277,7 @@ def measure_latency(spark: Any, args: argparse.Namespace, checkpoint: str) -> di
         problems.append(f"enriched clicks: expected {sent}, got {len(records)}")
     if got != expected:
         problems.append(f"per-region sums: expected {expected}, got {got}")
-    latencies = sorted(r.timestamp - int(dict(r.headers)["ts"]) for r in records)
+    latencies = sorted(r.timestamp - int(dict(r.headers)["ts"] or 0) for r in records)
     cut = len(latencies) // 10  # the first tenth is the warm-up
     steady = latencies[cut:] or latencies
     q = statistics.quantiles(steady, n=100) if len(steady) > 1 else [float(steady[0])] * 99 if steady else [0.0] * 99
@@ -324,14 +324,14 @@ def child_main(args: argparse.Namespace) -> int:
 class Child:
     """A child process that answers commands on stdin with a result line on stdout."""
 
-    def __init__(self, name: str, command: list[str], ready: str, result: str) -> None:
-        self.name, self.result = name, result
+    def __init__(self, name: str, command: list[str], ready: str, result: str, quit_line: str) -> None:
+        self.name, self.result, self.quit_line = name, result, quit_line
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         self._read_until(ready)
 
     def _read_until(self, marker: str) -> tuple[str, list[str]]:
         assert self.process.stdout is not None
-        lines = []
+        lines: list[str] = []
         for raw in self.process.stdout:
             line = raw.rstrip("\n")
             if line.startswith(marker):
@@ -349,10 +349,10 @@ class Child:
         answer, lines = self._read_until(self.result)
         return json.loads(answer), lines
 
-    def close(self, quit_line: str) -> None:
+    def close(self) -> None:
         try:
             if self.process.poll() is None and self.process.stdin is not None:
-                self.process.stdin.write(quit_line + "\n")
+                self.process.stdin.write(self.quit_line + "\n")
                 self.process.stdin.close()
             self.process.wait(120)
         except (BrokenPipeError, subprocess.TimeoutExpired):
@@ -365,7 +365,7 @@ def streamjoin_child(args: argparse.Namespace, suffix: str, child: str, max_per_
     for name in ("bootstrap", "clicks", "users", "views", "partitions", "latency_rate", "latency_seconds"):
         command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     command += ["--max-per-trigger", str(max_per_trigger)]
-    return Child(f"streamjoin {child}", command, READY, RESULT)
+    return Child(f"streamjoin {child}", command, READY, RESULT, json.dumps({"op": "quit"}))
 
 
 def kafka_streams_child(args: argparse.Namespace, suffix: str, variant: str, expected: Produced, pairs: int) -> Child:
@@ -382,7 +382,7 @@ def kafka_streams_child(args: argparse.Namespace, suffix: str, variant: str, exp
         command += ["--expect-totals", ",".join(f"{k}={v}" for k, v in sorted(expected.totals.items()))]
     if workload == "join-sum-nocache":
         command += ["--expect-agg-count", str(expected.clicks)]
-    return Child(f"kafka-streams {workload}", command, KS_READY, KS_RESULT)
+    return Child(f"kafka-streams {workload}", command, KS_READY, KS_RESULT, "quit")
 
 
 class Checker:
@@ -557,7 +557,7 @@ def bench_size(
                     failures.append(f"{label}: {error}")
                     print(f"FAILED {label}: {error}", flush=True)
                     result[engine].append(None)
-                    children.pop(engine).close("quit")
+                    children.pop(engine).close()
                     engines = [e for e in engines if e != engine]
                     continue
                 seconds = float(answer["seconds"])
@@ -584,8 +584,8 @@ def bench_size(
                     if profile:
                         print(f"{'':>14} batches: {describe_profile(profile)}", flush=True)
     finally:
-        for engine, child in children.items():
-            child.close(json.dumps({"op": "quit"}) if engine == "streamjoin" else "quit")
+        for child in children.values():
+            child.close()
     return result
 
 
@@ -678,7 +678,7 @@ def main() -> int:
             latency = {"problems": [str(error)]}
         finally:
             if child is not None:
-                child.close(json.dumps({"op": "quit"}))
+                child.close()
         if latency.get("problems"):
             failures.append("latency: " + "; ".join(latency["problems"]))
             print(f"FAILED latency run: {'; '.join(latency['problems'])}", flush=True)
@@ -688,24 +688,24 @@ def main() -> int:
                   f"({n} records, content checked)", flush=True)  # fmt: skip
 
     print("\n=== summary (input records/s; ratio = streamjoin / Kafka Streams of the same run) ===")
-    for size, by_variant in results.items():
+    for size_key, by_variant in results.items():
         for variant, result in by_variant.items():
             ours, theirs = result["streamjoin"], result["kafka_streams"]
-            print(f"{variant} at {int(size):,} offsets/batch:")
+            print(f"{variant} at {int(size_key):,} offsets/batch:")
             for run, rate in enumerate(ours):
                 ks = theirs[run] if run < len(theirs) else None
                 kind = "cold JVM" if run == 0 else "warm"
-                line = f"  run {run + 1} ({kind}): streamjoin {rate_text(rate)}"
+                text = f"  run {run + 1} ({kind}): streamjoin {rate_text(rate)}"
                 if args.kafka_streams:
-                    line += f", Kafka Streams {rate_text(ks)}, ratio {ratio_text(rate, ks)}"
-                print(line)
+                    text += f", Kafka Streams {rate_text(ks)}, ratio {ratio_text(rate, ks)}"
+                print(text)
     first = results[str(sizes[0])] if sizes else {}
 
     def pick(engine: str, run: int) -> dict[str, float | None]:
         """Each variant's rate of run ``run`` (0 the first, -1 the last) at the first size; None if failed."""
         return {v: r[engine][run] if r[engine] else None for v, r in first.items()}
 
-    line = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "clicks": args.clicks, "users": args.users,
+    record = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "clicks": args.clicks, "users": args.users,
             "views": args.views if stream_stream else 0, "partitions": args.partitions,
             "max_per_trigger": sizes[0] if sizes else None, "runs": args.runs,
             "rates": pick("streamjoin", -1), "first_rates": pick("streamjoin", 0),
@@ -714,7 +714,7 @@ def main() -> int:
             "content_checked": True, "failures": failures, "expected_totals": expected.totals, "pairs": pairs,
             "jvm_per_variant": True, "sizes": results, "latency": latency}  # fmt: skip
     with open(args.results, "a") as out:
-        out.write(json.dumps(line) + "\n")
+        out.write(json.dumps(record) + "\n")
     if failures:
         print(f"\n{len(failures)} FAILED:")
         for failure in failures:
