@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import OffsetSpec
 
 from streamjoin.core import codec
 from streamjoin.core.errors import ConsumeTimeoutError, DeliveryError, KafkaUnavailableError
 from streamjoin.core.spec import Format, Serde
-from streamjoin.kafka.admin import admin_client
+from streamjoin.kafka.offsets import KafkaOffsets
 
 #: ``(topic, key, value, timestamp_ms, headers)``; ``None`` key/value/timestamp are allowed (a null
 #: value is a tombstone; a null timestamp lets the producer stamp the current time).
@@ -121,15 +120,7 @@ class ConsumedRecord:
 
 
 def _partitions(bootstrap: str, topic: str, timeout: float) -> list[int]:
-    try:
-        meta = admin_client({"bootstrap.servers": bootstrap}).list_topics(topic=topic, timeout=timeout)
-    except KafkaException as exc:
-        raise KafkaUnavailableError(f"no metadata for `{topic}` from {bootstrap} within {timeout:g} s: {exc}") from exc
-    found = meta.topics.get(topic)
-    if found is None or found.error is not None or not found.partitions:
-        reason = found.error if found is not None and found.error is not None else "no such topic"
-        raise KafkaUnavailableError(f"topic `{topic}` at {bootstrap}: {reason}")
-    return sorted(found.partitions)
+    return [p for _, p in KafkaOffsets({"bootstrap.servers": bootstrap}, timeout=timeout).partitions([topic])]
 
 
 def consume_all(bootstrap: str, topic: str, timeout: float = 30.0, expected: int | None = None) -> list[ConsumedRecord]:
@@ -203,32 +194,20 @@ def _record(message: Message) -> ConsumedRecord:
     )  # fmt: skip
 
 
-def _list_offsets(bootstrap: str, topic: str, spec: OffsetSpec, timeout: float) -> dict[int, int]:
-    partitions = _partitions(bootstrap, topic, timeout)
-    admin = admin_client({"bootstrap.servers": bootstrap})
-    futures = admin.list_offsets({TopicPartition(topic, p): spec for p in partitions}, request_timeout=timeout)
-    offsets: dict[int, int] = {}
-    for tp, future in futures.items():
-        try:
-            offsets[tp.partition] = future.result(timeout=timeout).offset
-        except Exception as exc:
-            raise KafkaUnavailableError(f"offsets of `{topic}` [{tp.partition}] at {bootstrap}: {exc}") from exc
-    return dict(sorted(offsets.items()))
-
-
 def end_offsets(bootstrap: str, topic: str, *, timeout: float = 10.0) -> dict[int, int]:
     """Partition -> the offset the next record will get (the high watermark)."""
-    return _list_offsets(bootstrap, topic, OffsetSpec.latest(), timeout)
+    offsets = KafkaOffsets({"bootstrap.servers": bootstrap}, timeout=timeout)
+    return {p: o for (_, p), o in sorted(offsets.latest(offsets.partitions([topic])).items())}
 
 
 def offsets_for_time(bootstrap: str, topic: str, ts_ms: int, *, timeout: float = 10.0) -> dict[int, int]:
     """Partition -> offset of the first record with timestamp >= ``ts_ms``; where no record is that late,
     the end offset (where a reader starting at ``ts_ms`` begins)."""
-    found = _list_offsets(bootstrap, topic, OffsetSpec.for_timestamp(ts_ms), timeout)
-    if any(offset < 0 for offset in found.values()):
-        ends = end_offsets(bootstrap, topic, timeout=timeout)
-        found = {p: (offset if offset >= 0 else ends[p]) for p, offset in found.items()}
-    return found
+    offsets = KafkaOffsets({"bootstrap.servers": bootstrap}, timeout=timeout)
+    partitions = offsets.partitions([topic])
+    ends = offsets.latest(partitions)
+    found = offsets.offsets_for_time(partitions, ts_ms)
+    return {p: min(found[(t, p)], ends[(t, p)]) for t, p in sorted(partitions)}
 
 
 def _format(serde: Serde | Format) -> Format:

@@ -34,6 +34,10 @@ class KafkaOffsets:
         self._admin: AdminClient | None = None
 
     @property
+    def _where(self) -> str:
+        return str(self.config.get("bootstrap.servers", "the cluster"))
+
+    @property
     def admin(self) -> AdminClient:
         if self._admin is None:
             self._admin = admin_client(self.config)
@@ -46,11 +50,13 @@ class KafkaOffsets:
             try:
                 meta = self.admin.list_topics(topic=topic, timeout=self.timeout)
             except KafkaException as exc:
-                raise KafkaUnavailableError(f"no metadata for `{topic}` within {self.timeout:g} s: {exc}") from exc
+                raise KafkaUnavailableError(
+                    f"no metadata for `{topic}` from {self._where} within {self.timeout:g} s: {exc}"
+                ) from exc
             info = meta.topics.get(topic)
             if info is None or info.error is not None or not info.partitions:
                 reason = info.error if info is not None and info.error is not None else "no such topic"
-                raise KafkaUnavailableError(f"input topic `{topic}`: {reason}")
+                raise KafkaUnavailableError(f"topic `{topic}` at {self._where}: {reason}")
             found += [(topic, p) for p in sorted(info.partitions)]
         return found
 
