@@ -304,32 +304,22 @@ def join_stream_stream(
     still_pending = probed.filter(~F.col("__expires") & F.col("__m").isNull()).select(
         "__task", "side", F.col("__cand").alias("seq"), F.lit(True).alias("__pending")
     )
+    store_row: list[Column | str] = [
+        "key",
+        "side",
+        "lval",
+        "rval",
+        "ts",
+        F.col("__seq").alias("seq"),
+        F.col("topic").alias("src_topic"),
+        F.col("__partition").alias("src_partition"),
+        F.col("__offset").alias("src_offset"),
+        "__task",
+    ]
     # a keyed record is put into its side's store unless it is already behind that side's retention
-    stored = batch.filter(keyed & (F.col("ts") + retention > F.col("__own"))).select(
-        "key",
-        "side",
-        "lval",
-        "rval",
-        "ts",
-        F.col("__seq").alias("seq"),
-        F.col("topic").alias("src_topic"),
-        F.col("__partition").alias("src_partition"),
-        F.col("__offset").alias("src_offset"),
-        "__task",
-    )
+    stored = batch.filter(keyed & (F.col("ts") + retention > F.col("__own"))).select(*store_row)
     # a pending record that is not stored any more is kept (as pending only: it cannot be joined)
-    pending_unstored = batch.filter(keyed & (F.col("ts") + retention <= F.col("__own"))).select(
-        "key",
-        "side",
-        "lval",
-        "rval",
-        "ts",
-        F.col("__seq").alias("seq"),
-        F.col("topic").alias("src_topic"),
-        F.col("__partition").alias("src_partition"),
-        F.col("__offset").alias("src_offset"),
-        "__task",
-    )
+    pending_unstored = batch.filter(keyed & (F.col("ts") + retention <= F.col("__own"))).select(*store_row)
     stored = stored.unionByName(
         pending_unstored.join(still_pending.select("__task", "side", "seq"), ["__task", "side", "seq"])
     ).unionByName(store.drop("pending"))
