@@ -1,6 +1,11 @@
-"""``streamjoin`` command line: ``replay`` runs a spec over a file of records through Spark, no Kafka.
+"""``streamjoin`` command line.
 
+streamjoin validate include/pipelines/*.yaml      every problem of every spec; exit 1 if any (for CI)
+streamjoin plan include/pipelines/X.yaml [--bootstrap B]
+                                                  the topics the spec needs, co-partitioning; with a broker:
+                                                  which exist, what differs, what provisioning would refuse
 streamjoin replay include/pipelines/X.yaml --events events.jsonl [--out out.jsonl] [--batch [--max-records N]]
+                                                  what the join emits for a file of records (Spark, no Kafka)
 """
 
 from __future__ import annotations
@@ -55,9 +60,59 @@ def replay_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def validate_command(args: argparse.Namespace) -> int:
+    from streamjoin.core.spec import spec_file_problems
+
+    failed = 0
+    for path in args.specs:
+        problems = spec_file_problems(path)
+        if problems:
+            failed += 1
+            for problem in problems:
+                print(f"error: {problem}")
+        else:
+            print(f"ok: {path}")
+    print(f"{len(args.specs)} specs, {failed} invalid")
+    return 1 if failed else 0
+
+
+def plan_command(args: argparse.Namespace) -> int:
+    from streamjoin.core.spec import load_spec
+    from streamjoin.core.topic_plan import plan_topics
+
+    spec = load_spec(args.spec)
+    plan = plan_topics(spec)
+    existing = {}
+    if args.bootstrap:
+        from streamjoin.kafka.admin import describe_topics
+
+        existing = describe_topics({"bootstrap.servers": args.bootstrap}, plan.names)
+    from streamjoin.kafka.admin import check_plan
+
+    outcomes, refusal = check_plan(plan, existing)
+    print(f"pipeline {spec.name}: {len(plan.topics)} topics" + (f" at {args.bootstrap}" if args.bootstrap else ""))
+    for o in outcomes:
+        status = o.status if args.bootstrap else "planned"
+        details = f"{o.role}, {o.partitions} partitions, RF {o.replication_factor}, cleanup.policy={o.cleanup_policy}"
+        print(f"  {status:8} {o.name} ({details})" + "".join(f"; WARNING: {w}" for w in o.warnings))
+    for group, members in plan.copartition_groups().items():
+        names = ", ".join(t.name for t in members)
+        print(f"co-partitioned ({group}): {names}: same partition count and murmur2 key placement required")
+    if refusal:
+        print(f"refused: {refusal}")
+        return 1
+    print("co-partitioning: ok" if plan.copartition_groups() else "co-partitioning: not needed by this shape")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="streamjoin")
     commands = parser.add_subparsers(dest="command", required=True)
+    validate = commands.add_parser("validate", help="check specs: every problem of each, exit 1 if any")
+    validate.add_argument("specs", nargs="+", help="pipeline spec files")
+    plan = commands.add_parser("plan", help="the topics a spec needs and whether a broker's topics fit")
+    plan.add_argument("spec", help="pipeline spec file")
+    plan.add_argument("--bootstrap", help="compare with this broker's topics (read only)")
     replay = commands.add_parser("replay", help="run a spec over a JSONL file of records (no Kafka needed)")
     replay.add_argument("spec", help="pipeline spec, e.g. include/pipelines/clicks_per_region.yaml")
     replay.add_argument("--events", required=True, help="JSONL: {topic, key, value, ts} per line, in arrival order")
@@ -71,10 +126,11 @@ def main(argv: list[str] | None = None) -> int:
         help="with --batch: micro-batches of N records, cut by event time as the streaming job cuts them",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    if args.max_records is not None and args.max_records < 1:
+    if args.command == "replay" and args.max_records is not None and args.max_records < 1:
         parser.error(f"--max-records must be at least 1, got {args.max_records}")
+    command = {"validate": validate_command, "plan": plan_command, "replay": replay_command}[args.command]
     try:
-        return replay_command(args)
+        return command(args)
     except StreamJoinError as exc:
         print(f"streamjoin: {exc}", file=sys.stderr)
         return 2

@@ -329,31 +329,54 @@ def _dig(data: Any, loc: tuple[int | str, ...]) -> Any:
     return data
 
 
-def parse_spec(data: Any, source: str = "<spec>") -> PipelineSpec:
-    """Validate a mapping (as read from YAML) into a :class:`PipelineSpec`."""
+def _validated(data: Any, source: str) -> tuple[PipelineSpec | None, list[SpecError]]:
     try:
         spec = PipelineSpec.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = tuple(first["loc"])
-        raise SpecError(source, _location(loc), _dig(data, loc), first["msg"]) from None
-    problems = _cross_field_problems(spec)
-    if problems:
-        path, value, expected = problems[0]
-        raise SpecError(source, path, value, expected)
+        errors = [(tuple(e["loc"]), e["msg"]) for e in exc.errors()]
+        return None, [SpecError(source, _location(loc), _dig(data, loc), msg) for loc, msg in errors]
+    problems = [SpecError(source, path, value, expected) for path, value, expected in _cross_field_problems(spec)]
+    return spec, problems
+
+
+def parse_spec(data: Any, source: str = "<spec>") -> PipelineSpec:
+    """Validate a mapping (as read from YAML) into a :class:`PipelineSpec`.
+
+    :raises SpecError: the first problem (:func:`spec_problems` lists them all).
+    """
+    spec, problems = _validated(data, source)
+    if problems or spec is None:
+        raise problems[0]
     return spec
 
 
-def load_spec(path: str | Path) -> PipelineSpec:
-    """Read and validate ``include/pipelines/<name>.yaml``."""
-    path = Path(path)
+def spec_problems(data: Any, source: str = "<spec>") -> list[SpecError]:
+    """Every problem of a spec at once (empty: valid): all field errors, or if the fields are valid, all
+    rules that span fields."""
+    return _validated(data, source)[1]
+
+
+def _read_yaml(path: Path) -> Any:
     try:
-        data = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except FileNotFoundError:
         raise SpecError(str(path), "", None, "an existing pipeline spec file") from None
     except yaml.YAMLError as exc:
         raise SpecError(str(path), "", None, f"valid YAML ({exc})") from None
-    return parse_spec(data, str(path))
+
+
+def load_spec(path: str | Path) -> PipelineSpec:
+    """Read and validate ``include/pipelines/<name>.yaml``."""
+    return parse_spec(_read_yaml(Path(path)), str(path))
+
+
+def spec_file_problems(path: str | Path) -> list[SpecError]:
+    """Every problem of a spec file (unreadable: that one problem)."""
+    try:
+        data = _read_yaml(Path(path))
+    except SpecError as exc:
+        return [exc]
+    return spec_problems(data, str(path))
 
 
 def find_spec(name: str, directory: str | Path) -> PipelineSpec:

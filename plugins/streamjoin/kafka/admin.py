@@ -29,6 +29,7 @@ from streamjoin.core.errors import (
     CoPartitioningError,
     KafkaUnavailableError,
     ReplicationFactorError,
+    StreamJoinError,
     TopicConfigError,
     TopicProvisionError,
 )
@@ -54,7 +55,8 @@ class TopicState:
 
 @dataclass(frozen=True)
 class TopicOutcome:
-    """What :func:`ensure_topics` did with one topic: ``created``, or ``ok`` (existed and fits the plan)."""
+    """What :func:`ensure_topics` did with one topic: ``created``, or ``ok`` (existed and fits the plan); or
+    what it would do (:func:`check_plan`): ``create``, or ``exists``."""
 
     name: str
     status: str
@@ -237,6 +239,23 @@ def ensure_topics(admin_config: Mapping[str, Any], plan: TopicPlan, *, timeout: 
     if created:
         _wait_for_leaders(admin, bootstrap, created, deadline)
     return ProvisionReport(plan.pipeline, brokers, tuple(outcomes))
+
+
+def check_plan(plan: TopicPlan, existing: Mapping[str, TopicState]) -> tuple[list[TopicOutcome], str | None]:
+    """What provisioning would do, without doing it: per planned topic ``create`` or ``exists`` (with what
+    differs from the plan), and the refusal provisioning would raise (co-partitioning, a table topic that
+    is not compacted) as text, or None."""
+    outcomes = [
+        _outcome(t, "exists", existing[t.name], _warnings(t, existing[t.name]))
+        if t.name in existing
+        else _outcome(t, "create", None, ())
+        for t in plan.topics
+    ]
+    try:
+        _validate(plan, existing)
+    except StreamJoinError as exc:
+        return outcomes, str(exc)
+    return outcomes, None
 
 
 def _validate(plan: TopicPlan, existing: Mapping[str, TopicState]) -> None:
