@@ -98,7 +98,9 @@ def _right_as_of(probes: DataFrame, rights: DataFrame, right_state: DataFrame) -
     )
 
 
-def _fan_out(lefts: DataFrame, rights: DataFrame, left_state: DataFrame) -> tuple[DataFrame, DataFrame]:
+def _fan_out(
+    lefts: DataFrame, rights: DataFrame, left_state: DataFrame, long_keys: bool
+) -> tuple[DataFrame, DataFrame]:
     """One event per (right update, left key pointing at its foreign key at that moment), plus each left
     key's history (carried row first, ``__at`` null) with ``__next``: the position of the key's next row."""
     before_batch = F.lit(None).cast(lefts.schema["__at"].dataType)
@@ -121,7 +123,11 @@ def _fan_out(lefts: DataFrame, rights: DataFrame, left_state: DataFrame) -> tupl
         F.col("r.tomb").alias("__delete"),
         *[F.col(f"r.{c}").alias(c) for c in [*SOURCE, "__at"]],
     )
-    in_key_order = Window.partitionBy("__at").orderBy("key")
+    # Kafka scans the subscriptions in serialized-key order: for long keys (8 bytes big-endian, two's
+    # complement) non-negative ones ascending, then negative ones
+    as_long = F.col("key").cast("long")
+    by_bytes = [as_long < 0, as_long] if long_keys else [F.col("key")]
+    in_key_order = Window.partitionBy("__at").orderBy(*by_bytes)
     return fan.withColumn("__sub", F.row_number().over(in_key_order) - 1), history
 
 
@@ -133,11 +139,13 @@ def join_foreign_key(
     foreign_key: Projection,
     *,
     versioned: tuple[bool, bool] = (False, False),
+    long_keys: bool = False,
 ) -> ForeignKeyStep:
     """Join the batch's left (L) table updates to the right (R) table by ``foreign_key(key, value)``.
 
     :param left_state: :func:`left_state_schema` rows carried from earlier batches.
     :param versioned: whether the left and right inputs are versioned (older updates are ignored).
+    :param long_keys: the left keys are longs (their text is decimal digits): fan-outs in Kafka's order.
     """
     fk = selector(foreign_key, T.StringType())
     # a function foreign key is only called for values: a Python UDF runs for every row it is given
@@ -150,7 +158,7 @@ def join_foreign_key(
         lefts = keep_applied(lefts, left_state)
     if versioned[1]:
         rights = keep_applied(rights, right_state)
-    fan, history = _fan_out(lefts, rights, left_state)
+    fan, history = _fan_out(lefts, rights, left_state, long_keys)
     # each left update with its key's previous row (in the batch, else the carried one): the old value
     per_key = Window.partitionBy("key").orderBy(F.col("__at").asc_nulls_first())
     previous = history.select(

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamjoin.core.shapes import Shape
-from streamjoin.core.spec import PipelineSpec
+from streamjoin.core.spec import Format, PipelineSpec
 from streamjoin.spark import foreign_key, stream_stream, stream_table, stream_table_versioned, table_table
 from streamjoin.spark.events import LOOKUP_KEY, BatchSummary
 
@@ -155,6 +155,7 @@ class ForeignKey:
             spec.join.kind,
             spec.join.foreign_key,
             versioned=_versioned(spec),
+            long_keys=spec.left.key.format is Format.LONG,
         )
         return ShapeStep(step.results, {"left_table": step.left_state, "right_table": step.right_state})
 

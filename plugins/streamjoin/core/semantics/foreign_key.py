@@ -81,6 +81,15 @@ def _ts(ts: int, right: tuple[Any, int] | None) -> int:
     return ts if right is None else max(ts, right[1])
 
 
+def _serialized_order(key: Any) -> tuple[int, Any]:
+    """Kafka's order of the left keys subscribed to an fk (its serialized bytes): a long key as 8 bytes
+    big-endian two's complement, so non-negative longs ascending, then negative ones; other keys as
+    :func:`key_order` (text: code points, as its UTF-8 bytes)."""
+    if isinstance(key, int) and not isinstance(key, bool):
+        return (1, key % 2**64)
+    return key_order(key)
+
+
 def step_left(state: ForeignKeyState, record: Record, stream_time: int, fk: Any) -> Step:
     """A left-table update (``fk``: the foreign key of ``record.value``; ignored for a delete)."""
     hkey = hashable(record.key)
@@ -126,7 +135,7 @@ def step_right(state: ForeignKeyState, record: Record, stream_time: int) -> Step
         state.right[hfk] = (record.value, record.ts)
     results: list[Result] = []
     keys = state.pointing.get(hfk, {})
-    for hkey in sorted(keys, key=lambda h: key_order(keys[h])):
+    for hkey in sorted(keys, key=lambda h: _serialized_order(keys[h])):
         row = state.left[hkey]
         if record.value is None and state.kind is Kind.INNER:
             results.append(Result(row.key, None, None, record.ts, tombstone=True))
