@@ -8,6 +8,8 @@ export AIRFLOW_HOME="${AIRFLOW_HOME:-$STREAMJOIN_HOME/var/airflow}"
 export AIRFLOW__CORE__DAGS_FOLDER="$STREAMJOIN_HOME/dags"
 export AIRFLOW__CORE__PLUGINS_FOLDER="$STREAMJOIN_HOME/plugins"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
+# the dev UI (`make ui`) answers on this machine only unless asked otherwise
+export AIRFLOW__API__HOST="${AIRFLOW__API__HOST:-127.0.0.1}"
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$AIRFLOW_HOME/airflow.db"
 export AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT="{\"conn_type\": \"streamjoin_kafka\", \"host\": \"127.0.0.1\", \"port\": $KAFKA_PORT}"
 export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'
