@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -89,3 +94,16 @@ def test_of_two_drivers_starting_at_once_exactly_one_holds_the_lease(tmp_path: P
     for thread in threads:
         thread.join()
     assert sorted(outcomes) == ["held", "refused", "refused", "refused"]
+
+
+def test_the_lease_of_a_killed_driver_on_this_host_is_taken_over_at_once(tmp_path: Path) -> None:
+    """A supervisor restarts a SIGKILLed driver within seconds: it must not wait for the lease to expire."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    held = {"owner": f"{socket.gethostname()}:{dead.pid}:cafe", "expires_at": time.time() + 30}
+    (tmp_path / "lease.json").write_text(json.dumps(held))
+    Lease(tmp_path).acquire(settle=0)
+    alive = {"owner": f"{socket.gethostname()}:{os.getpid()}:beef", "expires_at": time.time() + 30}
+    (tmp_path / "lease.json").write_text(json.dumps(alive))
+    with pytest.raises(CheckpointLockedError, match="beef"):
+        Lease(tmp_path).acquire(settle=0)

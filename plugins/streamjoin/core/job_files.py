@@ -209,11 +209,19 @@ class OffsetLog:
                     (self.root / folder / str(batch)).unlink(missing_ok=True)
 
 
+def _dead_here(owner: str) -> bool:
+    """The lease's holder was a process on this host that is gone (killed): no need to wait for expiry."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    return host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid))
+
+
 class Lease:
     """The checkpoint's lease: one driver at a time runs batches on a checkpoint, whatever launched it.
 
     :meth:`acquire` creates ``lease.json`` atomically (a hard link of a complete file: of two drivers
-    starting at once, one wins) or takes over a lease that expired (its driver died without releasing it);
+    starting at once, one wins) or takes over a lease whose driver died without releasing it (at once when
+    that driver was a process of this host, else once the lease expired);
     the holder renews it (:meth:`renew`) well before it expires and checks that it still holds it before
     committing a batch (:attr:`held`); :meth:`release` removes it on a clean stop.
     """
@@ -228,10 +236,12 @@ class Lease:
         return json.dumps({"owner": self.owner, "expires_at": time.time() + self.ttl})
 
     def _refuse_unless_mine(self, current: dict[str, Any] | None) -> None:
-        if current is not None and current.get("owner") != self.owner:
-            expires_in = float(current.get("expires_at", 0)) - time.time()
-            if expires_in > 0:
-                raise CheckpointLockedError(self.path, str(current.get("owner")), expires_in)
+        if current is None or current.get("owner") == self.owner:
+            return
+        owner = str(current.get("owner"))
+        expires_in = float(current.get("expires_at", 0)) - time.time()
+        if expires_in > 0 and not _dead_here(owner):
+            raise CheckpointLockedError(self.path, owner, expires_in)
 
     def acquire(self, settle: float = 0.5) -> None:
         """Hold the lease or raise :class:`CheckpointLockedError` naming its holder."""

@@ -66,8 +66,8 @@ class Heartbeat:
         )
         return record
 
-    def idle(self) -> None:
-        """Keep the record fresh while caught up: the job is alive."""
-        if self._last is not None:
+    def idle(self, every: float = 1.0) -> None:
+        """Keep the record fresh while caught up (at most every ``every`` seconds): the job is alive."""
+        if self._last is not None and time.time() - float(self._last.get("written_at", 0)) >= every:
             self._last = {**self._last, "run_id": self.run_id, "pid": os.getpid(), "written_at": time.time()}
             self.files.write_status(self._last)
