@@ -574,7 +574,9 @@ def bench_size(
                 extra = (
                     f", {answer['batches']} batches"
                     if engine == "streamjoin"
-                    else f", startup {answer.get('startup_seconds', 0):.1f}s"
+                    else f", RUNNING after {answer['startup_seconds']:.1f}s"
+                    if answer.get("startup_seconds", -1) >= 0
+                    else ""
                 )
                 print(f"{label}: {seconds:7.1f}s  {rate:12,.0f} input records/s  (content checked{extra})", flush=True)
                 if engine == "streamjoin":
