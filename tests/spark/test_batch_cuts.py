@@ -38,7 +38,10 @@ def test_a_scenario_cut_into_batches_gives_the_one_batch_output(spark: Any, scen
     size = 1 + zlib.crc32(scenario.name.encode()) % 4
     size = max(size, -(-len(scenario.inputs) // 5))
     whole = spark_replay(spark, scenario.spec, scenario.inputs, batch=True)
-    cut = spark_replay(spark, scenario.spec, scenario.inputs, batch=True, max_records=size)
+    sizes: list[int] = []
+    cut = spark_replay(spark, scenario.spec, scenario.inputs, batch=True, max_records=size,
+                       on_batch=lambda _, plan: sizes.append(plan.records))  # fmt: skip
+    assert len(sizes) > 1 and sum(sizes) == len(scenario.inputs), sizes  # (a global table comes whole)
     assert_same(whole, cut, scenario.spec.dead_letter_topic, f"{scenario.name} in batches of {size}")
 
 

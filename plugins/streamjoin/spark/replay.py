@@ -11,7 +11,7 @@ import json
 import struct
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,7 @@ def replay(
     *,
     batch: bool = False,
     max_records: int | None = None,
+    on_batch: Callable[[int, BatchPlan], None] | None = None,
 ) -> list[dict[str, Any]]:
     """What the pipeline emits for ``records``, in emission order, as ``{topic, key, value, ts}`` dicts.
 
@@ -82,6 +83,7 @@ def replay(
     :param max_records: with ``batch``, cut the file into micro-batches of this many records as the
         streaming job does (by event time, :mod:`streamjoin.core.batch_plan`), state carried between them
         through a :class:`StateStore`; the output is the same for every size.
+    :param on_batch: called with each batch's id and plan before it runs (progress).
     """
     records = list(records)
     raw = raw_frame(spark, spec, records, batch)
@@ -94,6 +96,8 @@ def replay(
     with tempfile.TemporaryDirectory(prefix="streamjoin-replay-") as state_dir:
         store = StateStore(Path(state_dir), small=SMALL_STATES)
         for batch_id, plan in enumerate(plans):
+            if on_batch is not None:
+                on_batch(batch_id, plan)
             part = raw.filter(_in_plan(plan))
             out_state = store.load(spark, batch_id, state_schemas(spec))
             emitted += _run(spec, part, out_state, file_order=False, store=store, batch_id=batch_id)
