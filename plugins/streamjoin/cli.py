@@ -48,9 +48,12 @@ def replay_command(args: argparse.Namespace) -> int:
         "streamjoin-replay", master="local[2]", shuffle_partitions=2, with_kafka=False,
         extra_conf={"spark.ui.enabled": "false"},
     )  # fmt: skip
-    emitted = replay(
-        spark, spec, records, batch=args.batch or args.max_records is not None, max_records=args.max_records
-    )
+
+    def progress(batch_id: int, plan: Any) -> None:
+        print(f"batch {batch_id}: {plan.records} records", file=sys.stderr, flush=True)
+
+    batch = args.batch or args.max_records is not None
+    emitted = replay(spark, spec, records, batch=batch, max_records=args.max_records, on_batch=progress)
     lines = [json.dumps(row) for row in emitted]
     if args.out:
         Path(args.out).write_text("".join(f"{line}\n" for line in lines))
