@@ -71,7 +71,7 @@ def test_demo_dag_runs_to_success_and_produces_the_expected_totals(kafka_bootstr
         totals[record.key.decode()] = decode(record.value, Format.LONG)
     assert totals == EXPECTED_TOTALS
     dead = consume_all(kafka_bootstrap, "clicks-per-region-dlq", timeout=30)
-    assert [dict(r.headers)["reason"] for r in dead] == [b"null-key"]
+    assert [dict(r.headers)["reason"] for r in dead] == [b"null-value"]
 
 
 PLUGINS = """

@@ -35,7 +35,7 @@ def test_clicks_per_region_changelog_and_final_table(spark, batch: bool) -> None
     assert ("bob", "americas") in enriched and ("bob", "asia") in enriched  # the region change splits bob
     assert ("frank", "UNKNOWN") in enriched and ("frank", "africa") in enriched  # click before profile
     dead = [r for r in emitted if r["topic"] == SPEC.dead_letter_topic]
-    assert [d["headers"]["reason"] for d in dead] == ["null-key"]
+    assert [d["headers"]["reason"] for d in dead] == ["null-value"]
 
 
 @pytest.mark.spark

@@ -13,9 +13,10 @@ Offset     user-regions         user-clicks            clicks-per-region after
 21-23 s                         bob 5, alice 6         asia 25, europe 26
 30 s       frank -> africa
 31 s                            frank 2                africa 2
-32 s       (null key) -> europe                        dead-lettered, counted (a table record
-                                                       needs a key; a keyless click would count
-                                                       for UNKNOWN: KIP-962, docs/SEMANTICS.md)
+32 s                            eve (null value)       dead-lettered (null-value), counted: a
+                                                       stream record without a value (a keyless
+                                                       click would count for UNKNOWN: KIP-962;
+                                                       a keyless region: compacted topics refuse it)
 =========  ===================  =====================  ===========================================
 """
 
@@ -37,11 +38,10 @@ class SampleRecord:
 
 def sample_records(clicks_topic: str = "user-clicks", regions_topic: str = "user-regions") -> list[SampleRecord]:
     regions = [("alice", "europe", 0), ("bob", "americas", 1000), ("chao", "asia", 2000), ("dana", "europe", 3000),
-               ("eve", "americas", 4000), ("bob", "asia", 20_000), ("frank", "africa", 30_000),
-               (None, "europe", 32_000)]  # fmt: skip
+               ("eve", "americas", 4000), ("bob", "asia", 20_000), ("frank", "africa", 30_000)]  # fmt: skip
     clicks = [("alice", 13, 10_000), ("bob", 4, 11_000), ("chao", 20, 12_000), ("dana", 7, 13_000),
               ("eve", 3, 14_000), ("frank", 9, 15_000), ("bob", 5, 21_000), ("alice", 6, 23_000),
-              ("frank", 2, 31_000)]  # fmt: skip
+              ("frank", 2, 31_000), ("eve", None, 32_000)]  # fmt: skip
     records = [SampleRecord(regions_topic, user, region, at) for user, region, at in regions]
     records += [SampleRecord(clicks_topic, user, n, at) for user, n, at in clicks]
     return sorted(records, key=lambda r: r.offset_ms)
