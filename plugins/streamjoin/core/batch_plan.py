@@ -67,8 +67,6 @@ class BatchPlan:
 
     start: dict[TopicPartition, int]
     end: dict[TopicPartition, int]
-    #: the largest effective timestamp read in full (None: every partition is read to its end)
-    cut_ts: int | None = None
 
     @property
     def records(self) -> int:
@@ -139,7 +137,7 @@ def plan_batch(
         ends[tp] += extra
         room -= extra
     end.update(ends)
-    return BatchPlan(begin, end, cut_ts=lo)
+    return BatchPlan(begin, end)
 
 
 def by_topic(flat: Mapping[TopicPartition, int]) -> dict[str, dict[int, int]]:
