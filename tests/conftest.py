@@ -23,9 +23,11 @@ KAFKA_TEST_PORT = int(os.environ.get("STREAMJOIN_TEST_KAFKA_PORT", "19092"))
 
 @pytest.fixture(scope="session")
 def kafka_broker() -> Iterator[KafkaBroker]:
-    """The test broker (``.local/test-kafka``): reused when one already answers on the port (a previous
-    session's, or ``make broker-start``'s), else started here and stopped at the end of the session."""
-    broker = KafkaBroker(PROJECT_HOME / ".local" / "test-kafka", KAFKA_TEST_PORT, KAFKA_TEST_PORT + 1)
+    """The test broker (``.local/test-kafka``, ``.local/test-kafka-<port>`` on another port): reused when one
+    already answers on the port (a previous session's, or ``make broker-start``'s), else started here and
+    stopped at the end of the session."""
+    home = "test-kafka" if KAFKA_TEST_PORT == 19092 else f"test-kafka-{KAFKA_TEST_PORT}"
+    broker = KafkaBroker(PROJECT_HOME / ".local" / home, KAFKA_TEST_PORT, KAFKA_TEST_PORT + 1)
     started = False
     if broker.is_running():
         broker.wait_healthy(60)
