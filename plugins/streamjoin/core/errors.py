@@ -129,3 +129,21 @@ class ConsumeTimeoutError(StreamJoinError):
     def __init__(self, topic: str, expected: str, got: int, timeout_s: float, last: str) -> None:
         self.topic, self.expected, self.got, self.timeout_s, self.last = topic, expected, got, timeout_s, last
         super().__init__(f"expected {expected} on `{topic}`, got {got} within {timeout_s:g} s; last: {last}")
+
+
+class KafkaConfigError(StreamJoinError, ValueError):
+    """A Kafka client setting of a connection cannot be used (unknown to the mapping for Spark's Java client,
+    missing, or contradictory). Terminal: fix the connection. The message names the setting, never a secret."""
+
+    def __init__(self, source: str, key: str, problem: str) -> None:
+        self.source, self.key, self.problem = source, key, problem
+        super().__init__(f"{source}: {key}: {problem}")
+
+
+class KafkaAuthenticationError(StreamJoinError):
+    """The cluster refused the connection's credentials or TLS handshake. Terminal: a restart cannot help;
+    fix the connection's user, password or certificates."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        self.source, self.reason = source, reason
+        super().__init__(f"{source}: authentication to Kafka failed: {reason}; check the connection's credentials")

@@ -16,6 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from streamjoin.core import codec
 from streamjoin.core.errors import ConsumeTimeoutError, DeliveryError, KafkaUnavailableError
 from streamjoin.core.spec import Format, Serde
+from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 from streamjoin.kafka.offsets import KafkaOffsets
 
 #: ``(topic, key, value, timestamp_ms, headers)``; ``None`` key/value/timestamp are allowed (a null
@@ -27,14 +28,14 @@ RecordTuple = tuple[
 Headers = tuple[tuple[str, bytes | None], ...]
 
 
-def producer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
+def producer_config(kafka: KafkaTarget, **overrides: Any) -> dict[str, Any]:
     """Config for a confluent-kafka producer that puts each key where Java clients and Spark put it.
 
-    :param bootstrap: ``bootstrap.servers``
+    :param kafka: the cluster: ``bootstrap.servers``, librdkafka settings or a :class:`KafkaClientConfig`
     :param overrides: further librdkafka settings (dots as in librdkafka: pass a dict with ``**``)
     """
     return {
-        "bootstrap.servers": bootstrap,
+        **KafkaClientConfig.of(kafka).librdkafka(),
         # librdkafka's default partitioner, consistent_random, hashes keys with CRC32; Java clients,
         # Kafka Streams and Spark's Kafka sink use murmur2 (streamjoin.core.partitioner). With the default,
         # a key produced from Python would land on a different partition than the same key written by
@@ -55,17 +56,17 @@ def _headers(headers: Sequence[tuple[str, bytes]] | Mapping[str, bytes] | None) 
     return list(headers.items()) if isinstance(headers, Mapping) else list(headers)
 
 
-def produce_records(bootstrap: str, records: Iterable[RecordTuple], *, timeout: float = 30.0, **config: Any) -> int:
+def produce_records(kafka: KafkaTarget, records: Iterable[RecordTuple], *, timeout: float = 30.0, **config: Any) -> int:
     """Produce records and wait until every one is acknowledged.
 
-    :param bootstrap: ``bootstrap.servers``
+    :param kafka: the cluster (``bootstrap.servers``, librdkafka settings or a :class:`KafkaClientConfig`)
     :param records: ``(topic, key_bytes, value_bytes, timestamp_ms, headers)`` tuples
     :param timeout: seconds to wait for all acknowledgements
     :param config: extra producer settings
     :return: the number of records delivered
     :raises DeliveryError: any record failed (all are attempted first)
     """
-    producer = Producer(producer_config(bootstrap, **config))
+    producer = Producer(producer_config(kafka, **config))
     failures: list[tuple[str, KafkaError]] = []
 
     def on_delivery(error: KafkaError | None, message: Message) -> None:
@@ -119,17 +120,19 @@ class ConsumedRecord:
         )
 
 
-def _partitions(bootstrap: str, topic: str, timeout: float) -> list[int]:
-    return [p for _, p in KafkaOffsets({"bootstrap.servers": bootstrap}, timeout=timeout).partitions([topic])]
+def _partitions(kafka: KafkaClientConfig, topic: str, timeout: float) -> list[int]:
+    return [p for _, p in KafkaOffsets(kafka, timeout=timeout).partitions([topic])]
 
 
-def consume_all(bootstrap: str, topic: str, timeout: float = 30.0, expected: int | None = None) -> list[ConsumedRecord]:
+def consume_all(
+    kafka: KafkaTarget, topic: str, timeout: float = 30.0, expected: int | None = None
+) -> list[ConsumedRecord]:
     """Read ``topic`` from the beginning, without a consumer group's committed offsets.
 
     Without ``expected``: reads until every partition's current end. With ``expected``: waits until at
     least that many records have arrived (the writer may still be writing), then reads on to the ends.
 
-    :param bootstrap: ``bootstrap.servers``
+    :param kafka: the cluster (``bootstrap.servers``, librdkafka settings or a :class:`KafkaClientConfig`)
     :param topic: the topic to read
     :param timeout: seconds in all
     :param expected: the number of records to wait for
@@ -137,10 +140,11 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 30.0, expected: int
     :raises ConsumeTimeoutError: not all expected records (or not the ends) within ``timeout``
     """
     started = time.monotonic()
-    partitions = _partitions(bootstrap, topic, timeout)
+    cluster = KafkaClientConfig.of(kafka)
+    partitions = _partitions(cluster, topic, timeout)
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **cluster.librdkafka(),
             "group.id": f"streamjoin-read-{uuid.uuid4().hex[:12]}",  # required; never committed
             "enable.auto.commit": False,
             "enable.partition.eof": True,
@@ -170,7 +174,7 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 30.0, expected: int
                         at_end[partition] = True
                         continue
                     if error.fatal() or not error.retriable():
-                        raise KafkaUnavailableError(f"reading `{topic}` from {bootstrap}: {error.str()}")
+                        raise KafkaUnavailableError(f"reading `{topic}` from {cluster.describe()}: {error.str()}")
                     continue
                 at_end[partition] = False
                 records.append(_record(message))
@@ -194,16 +198,16 @@ def _record(message: Message) -> ConsumedRecord:
     )  # fmt: skip
 
 
-def end_offsets(bootstrap: str, topic: str, *, timeout: float = 10.0) -> dict[int, int]:
+def end_offsets(kafka: KafkaTarget, topic: str, *, timeout: float = 10.0) -> dict[int, int]:
     """Partition -> the offset the next record will get (the high watermark)."""
-    offsets = KafkaOffsets({"bootstrap.servers": bootstrap}, timeout=timeout)
+    offsets = KafkaOffsets(kafka, timeout=timeout)
     return {p: o for (_, p), o in sorted(offsets.latest(offsets.partitions([topic])).items())}
 
 
-def offsets_for_time(bootstrap: str, topic: str, ts_ms: int, *, timeout: float = 10.0) -> dict[int, int]:
+def offsets_for_time(kafka: KafkaTarget, topic: str, ts_ms: int, *, timeout: float = 10.0) -> dict[int, int]:
     """Partition -> offset of the first record with timestamp >= ``ts_ms``; where no record is that late,
     the end offset (where a reader starting at ``ts_ms`` begins)."""
-    offsets = KafkaOffsets({"bootstrap.servers": bootstrap}, timeout=timeout)
+    offsets = KafkaOffsets(kafka, timeout=timeout)
     partitions = offsets.partitions([topic])
     ends = offsets.latest(partitions)
     found = offsets.offsets_for_time(partitions, ts_ms)

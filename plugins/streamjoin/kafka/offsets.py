@@ -7,8 +7,7 @@ One admin client serves a job's whole life: planning a batch asks the broker a f
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ListOffsetsResultInfo, OffsetSpec
@@ -16,6 +15,7 @@ from confluent_kafka.admin import AdminClient, ListOffsetsResultInfo, OffsetSpec
 from streamjoin.core.batch_plan import TopicPartition as TP
 from streamjoin.core.errors import KafkaUnavailableError
 from streamjoin.kafka.admin import admin_client
+from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 
 #: offsets-for-time finds no record that late: any offset past the end does (the planner clamps it)
 PAST_THE_END = sys.maxsize
@@ -24,23 +24,24 @@ PAST_THE_END = sys.maxsize
 class KafkaOffsets:
     """Offsets of partitions of one cluster.
 
-    :param admin_config: librdkafka settings (``bootstrap.servers`` and any security settings).
+    :param kafka: the cluster: ``bootstrap.servers``, librdkafka settings (security included) or a
+        :class:`~streamjoin.kafka.client_config.KafkaClientConfig`.
     :param timeout: seconds per request.
     """
 
-    def __init__(self, admin_config: Mapping[str, Any], *, timeout: float = 10.0) -> None:
-        self.config = dict(admin_config)
+    def __init__(self, kafka: KafkaTarget, *, timeout: float = 10.0) -> None:
+        self.cluster = KafkaClientConfig.of(kafka)
         self.timeout = timeout
         self._admin: AdminClient | None = None
 
     @property
     def _where(self) -> str:
-        return str(self.config.get("bootstrap.servers", "the cluster"))
+        return self.cluster.describe()
 
     @property
     def admin(self) -> AdminClient:
         if self._admin is None:
-            self._admin = admin_client(self.config)
+            self._admin = admin_client(self.cluster.librdkafka())
         return self._admin
 
     def partitions(self, topics: Iterable[str]) -> list[TP]:

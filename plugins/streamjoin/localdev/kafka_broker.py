@@ -7,6 +7,11 @@ detached (it outlives the Python process that started it) and records its pid.
 CLI::
 
     python -m streamjoin.localdev.kafka_broker start|stop|status [--port 19092] [--home .local/kafka]
+        [--secure-port 19094 --scram-users users.json]
+
+With a secure port the broker also listens with SASL_SSL there: SCRAM-SHA-512 users (``{"user": "password"}``)
+are created at every start through the PLAINTEXT listener, and a CA and a broker certificate for 127.0.0.1 are
+generated into ``<home>/tls/`` once (``ca.pem`` is what clients trust: ``ssl.ca.location``).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -23,7 +29,9 @@ import sys
 import time
 import uuid
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from streamjoin.core.errors import KafkaUnavailableError, LocalBrokerError
 from streamjoin.core.plans import PROJECT_HOME
@@ -81,6 +89,8 @@ class KafkaBroker:
     :param controller_port: the KRaft controller listener's port
     :param jars: the broker's jars (``scripts/fetch-jars.sh``)
     :param heap: the JVM's ``-Xmx``
+    :param secure_port: also listen with SASL_SSL (SCRAM-SHA-512) on this port
+    :param scram_users: user -> password of the SCRAM-SHA-512 users created at start
     """
 
     def __init__(
@@ -91,17 +101,39 @@ class KafkaBroker:
         *,
         jars: Path = DEFAULT_JARS,
         heap: str = "1g",
+        secure_port: int | None = None,
+        scram_users: Mapping[str, str] | None = None,
     ) -> None:
         self.home = Path(home).resolve()
         self.port = port
         self.controller_port = controller_port
         self.jars = Path(jars).resolve()
         self.heap = heap
+        self.secure_port = secure_port
+        self.scram_users = dict(scram_users or {})
 
     @property
     def bootstrap(self) -> str:
         """``bootstrap.servers`` for clients."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def ca_file(self) -> Path:
+        """The CA certificate (PEM) that signed the broker's certificate: clients' ``ssl.ca.location``."""
+        return self.home / "tls" / "ca.pem"
+
+    def secure_client_config(self, user: str, password: str | None = None) -> dict[str, Any]:
+        """librdkafka settings for the SASL_SSL listener as ``user`` (with its password unless one is given)."""
+        if self.secure_port is None:
+            raise LocalBrokerError("this broker has no secure listener (secure_port)", self.home)
+        return {
+            "bootstrap.servers": f"127.0.0.1:{self.secure_port}",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": user,
+            "sasl.password": self.scram_users[user] if password is None else password,
+            "ssl.ca.location": str(self.ca_file),
+        }
 
     @property
     def properties_file(self) -> Path:
@@ -197,7 +229,24 @@ class KafkaBroker:
             "log.retention.check.interval.ms": "60000",
             "num.network.threads": "2",
             "num.io.threads": "4",
+            **self._secure_properties(),
         }
+
+    def _secure_properties(self) -> dict[str, str]:
+        if self.secure_port is None:
+            return {}
+        tls = self.ca_file.parent
+        return {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},SASL_SSL://127.0.0.1:{self.secure_port},"
+            f"CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},SASL_SSL://127.0.0.1:{self.secure_port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(tls / "broker.pem"),
+        }  # fmt: skip
 
     def _write_configs(self) -> Path:
         self.home.mkdir(parents=True, exist_ok=True)
@@ -276,6 +325,8 @@ class KafkaBroker:
                     self.home,
                 )
         log4j = self._write_configs()
+        if self.secure_port is not None:
+            write_tls_files(self.ca_file.parent)
         self.format_storage()
         problem = self.logging_problem()
         if problem:  # said where anyone looking for the broker's log will look
@@ -303,10 +354,47 @@ class KafkaBroker:
         self.pid_file.write_text(f"{process.pid}\n")
         try:
             self.wait_healthy(timeout, process=process)
+            self.create_scram_users(timeout)
         except BaseException:
             self.stop()
             raise
         return True
+
+    def create_scram_users(self, timeout: float = 60.0) -> None:
+        """Create (or update) the SCRAM-SHA-512 users through the PLAINTEXT listener, then wait until the
+        first one can log in on the SASL_SSL listener."""
+        if self.secure_port is None or not self.scram_users:
+            return
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import (
+            AdminClient,
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialAlteration,
+            UserScramCredentialUpsertion,
+        )
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+        upserts: list[UserScramCredentialAlteration] = [
+            UserScramCredentialUpsertion(u, info, p.encode()) for u, p in self.scram_users.items()
+        ]
+        for future in admin.alter_user_scram_credentials(upserts, request_timeout=timeout).values():
+            future.result(timeout=timeout)
+        user = next(iter(self.scram_users))
+        deadline = time.monotonic() + timeout
+        while True:  # the credential reaches the SASL listener through the metadata log: a moment later
+            try:
+                secure = AdminClient({**self.secure_client_config(user), "log_level": 0})
+                secure.list_topics(timeout=5)
+                return
+            except KafkaException as exc:
+                if time.monotonic() >= deadline:
+                    raise KafkaUnavailableError(
+                        f"user {user!r} could not log in on 127.0.0.1:{self.secure_port} within {timeout:.0f} s: "
+                        f"{exc}\nlast lines of {self.log_file}:\n{tail(self.log_file)}"
+                    ) from exc
+                time.sleep(0.5)
 
     def wait_healthy(self, timeout: float = 60.0, *, process: subprocess.Popen[bytes] | None = None) -> None:
         """Wait until the broker answers a metadata request (AdminClient ``list_topics``).
@@ -373,6 +461,49 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
+def write_tls_files(directory: Path, host: str = "127.0.0.1") -> None:
+    """A CA (``ca.pem``) and a broker certificate it signed for ``host`` and ``localhost``, with the broker's
+    unencrypted PKCS#8 key, in one PEM file (``broker.pem``, Kafka's ``ssl.keystore.type=PEM``). Kept once made."""
+    if (directory / "ca.pem").exists() and (directory / "broker.pem").exists():
+        return
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "streamjoin local dev CA")])
+    ca = (
+        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=3650))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    key = ec.generate_private_key(ec.SECP256R1())
+    san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host)), x509.DNSName("localhost")])
+    cert = (
+        x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]))
+        .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=3650))
+        .add_extension(san, critical=False)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    pem = serialization.Encoding.PEM
+    key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    broker = directory / "broker.pem"
+    broker.write_bytes(key_pem + cert.public_bytes(pem) + ca.public_bytes(pem))
+    broker.chmod(0o600)
+    (directory / "ca.pem").write_bytes(ca.public_bytes(pem))
+
+
 def broker_answers(bootstrap: str, timeout: float = 3.0) -> bool:
     """Whether a Kafka broker at ``bootstrap`` answers a metadata request within ``timeout`` seconds."""
     from confluent_kafka import KafkaException
@@ -395,8 +526,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--controller-port", type=int, default=None, help="controller port (default port+1)")
     parser.add_argument("--home", type=Path, default=DEFAULT_HOME, help=f"broker home (default {DEFAULT_HOME})")
     parser.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for start/stop")
+    parser.add_argument("--secure-port", type=int, default=None, help="also listen with SASL_SSL on this port")
+    parser.add_argument(
+        "--scram-users", type=Path, default=None, help='JSON file {"user": "password"}: SCRAM-SHA-512 users'
+    )
     args = parser.parse_args(argv)
-    broker = KafkaBroker(args.home, args.port, args.controller_port or args.port + 1)
+    users = json.loads(args.scram_users.read_text()) if args.scram_users else None
+    broker = KafkaBroker(
+        args.home, args.port, args.controller_port or args.port + 1, secure_port=args.secure_port, scram_users=users
+    )
     try:
         if args.command == "start":
             started = time.monotonic()

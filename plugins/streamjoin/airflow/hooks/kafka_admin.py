@@ -6,6 +6,9 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from streamjoin.core.errors import KafkaConfigError
+from streamjoin.kafka.client_config import KafkaClientConfig
+
 #: librdkafka settings whose values are callables: a connection (plain JSON) cannot carry them, and
 #: resolving dotted paths from a connection would let whoever edits connections run code in workers.
 _CALLBACK_KEYS = frozenset({"error_cb", "throttle_cb", "stats_cb", "log_cb", "oauth_cb", "on_commit", "on_delivery"})
@@ -33,38 +36,57 @@ class StreamJoinKafkaHook(BaseHook):
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         return {
-            "hidden_fields": ["schema", "login", "password"],
-            "relabeling": {"host": "Bootstrap host", "extra": "Client config (JSON)"},
+            "hidden_fields": ["schema"],
+            "relabeling": {
+                "host": "Bootstrap host", "login": "SASL user name", "password": "SASL password (or API secret)",
+                "extra": "Client config (JSON, librdkafka names)",
+            },
             "placeholders": {
                 "host": "127.0.0.1 (or give bootstrap.servers in the client config)",
                 "port": "19092",
-                "extra": '{"bootstrap.servers": "broker1:9092,broker2:9092", "security.protocol": "PLAINTEXT"}',
+                "login": "sasl.username (an API key on Confluent Cloud)",
+                "extra": '{"bootstrap.servers": "b1:9093", "security.protocol": "SASL_SSL", '
+                '"sasl.mechanism": "SCRAM-SHA-512", "ssl.ca.location": "/etc/kafka/ca.pem"}',
             },
-        }
+        }  # fmt: skip
 
-    def client_config(self) -> dict[str, Any]:
-        """confluent-kafka client settings: the connection's ``extra`` plus ``bootstrap.servers``.
+    def kafka_config(self) -> KafkaClientConfig:
+        """The connection as one :class:`~streamjoin.kafka.client_config.KafkaClientConfig` (what every client,
+        Spark's included, is built from). Its secrets are registered with Airflow's log masker.
 
-        :raises ValueError: the connection gives no bootstrap servers, or a callback setting
+        The connection's login and password are ``sasl.username`` / ``sasl.password`` unless ``extra`` gives them.
+
+        :raises KafkaConfigError: no bootstrap servers, or a callback setting
         """
+        from airflow.sdk.log import mask_secret
+
         conn = self.get_connection(self.kafka_conn_id)
+        source = f"connection {self.kafka_conn_id!r}"
         extra = dict(conn.extra_dejson or {})
         callbacks = sorted(_CALLBACK_KEYS & extra.keys())
         if callbacks:
-            raise ValueError(
-                f"connection {self.kafka_conn_id!r}: callback settings {callbacks} cannot come from a connection"
-            )
+            raise KafkaConfigError(source, ", ".join(callbacks), "callback settings cannot come from a connection")
         bootstrap = extra.get("bootstrap.servers")
         if not bootstrap and conn.host:
             # A host may already list several servers with ports ("b1:9092,b2:9092").
             bootstrap = conn.host if (":" in conn.host or not conn.port) else f"{conn.host}:{conn.port}"
         if not bootstrap:
-            raise ValueError(
-                f"connection {self.kafka_conn_id!r} has no bootstrap servers: set its host and port, or "
-                '"bootstrap.servers" in its extra'
+            raise KafkaConfigError(
+                source, "bootstrap.servers", 'missing: set the host and port, or "bootstrap.servers" in the extra'
             )
         extra["bootstrap.servers"] = str(bootstrap)
-        return extra
+        if conn.login and not extra.get("sasl.username"):
+            extra["sasl.username"] = conn.login
+        if conn.password and not extra.get("sasl.password"):
+            extra["sasl.password"] = conn.password
+        config = KafkaClientConfig(extra, source)
+        for secret in config.secrets():
+            mask_secret(secret)
+        return config
+
+    def client_config(self) -> dict[str, Any]:
+        """confluent-kafka client settings: the connection's ``extra`` plus ``bootstrap.servers`` and SASL login."""
+        return self.kafka_config().librdkafka()
 
     def bootstrap_servers(self) -> str:
         """``bootstrap.servers`` of the connection, e.g. ``127.0.0.1:19092``."""
