@@ -1,4 +1,4 @@
-"""One local SparkSession for the Spark tests (UI off, few shuffle partitions)."""
+"""One local SparkSession for the Spark tests (UI off, few shuffle partitions, a 3 GiB driver heap)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ def spark() -> Iterator[SparkSession]:
         "streamjoin-tests",
         master="local[2]",
         shuffle_partitions=2,
-        extra_conf={"spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "false"},
+        # one JVM runs the whole tier (hundreds of small batches): Spark's default 1g heap ran out in CI
+        extra_conf={"spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "false", "spark.driver.memory": "3g"},
     )
     yield session
     session.stop()
