@@ -8,6 +8,7 @@ from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from streamjoin.core.plans import connector_jars
+from streamjoin.kafka.client_config import SPARK_REDACTION_REGEX
 
 
 def build_session(
@@ -37,6 +38,9 @@ def build_session(
         # classes, a join with an aggregate (~140 classes a batch) evicted them all, recompiled ~100 a
         # batch and ran them cold in the JVM (join+sum/batch 88k -> 129k records/s on 2 cores)
         "spark.sql.codegen.cache.maxEntries": "2000",
+        # Kafka options carry the JAAS config (a password) and PEM keys: hide them in the UI, event log, plans
+        "spark.redaction.regex": SPARK_REDACTION_REGEX,
+        "spark.sql.redaction.options.regex": SPARK_REDACTION_REGEX,
         **(extra_conf or {}),
     }
     if with_kafka and "spark.jars" not in conf and not SparkConf().contains("spark.jars"):
