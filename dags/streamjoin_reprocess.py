@@ -52,8 +52,8 @@ def validate(params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         )  # fmt: skip
         assert spec is not None and spec_path is not None
         plans = [plan_day(spec, day) for day in days]
-        bootstrap = StreamJoinKafkaHook(KAFKA_CONN_ID).bootstrap_servers()
-        facts = retention_facts(bootstrap, sorted({r.topic for r in plans[0].reads}))
+        kafka = StreamJoinKafkaHook(KAFKA_CONN_ID).checked_config()
+        facts = retention_facts(kafka, sorted({r.topic for r in plans[0].reads}))
         for plan in plans:
             check_retention(plan, facts)
     except BackfillError as exc:

@@ -2,6 +2,9 @@
 
     spark-submit --jars <connector jars> jobs/stream_join.py --spec include/pipelines/X.yaml \\
         --bootstrap 127.0.0.1:9092 --checkpoint var/checkpoints/X [--available-now]
+
+``--kafka-config FILE`` instead of ``--bootstrap``: the connection's settings, secrets included, in a file only
+this user can read (``KafkaClientConfig.write_private``), deleted as soon as the job has read it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
 
 from streamjoin.core.spec import load_spec
+from streamjoin.kafka.client_config import KafkaClientConfig
+from streamjoin.kafka.connection_check import check_connection
 from streamjoin.spark.job import JobSettings, run_stream
 from streamjoin.spark.session import build_session
 
@@ -21,7 +26,9 @@ from streamjoin.spark.session import build_session
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="stream_join", description=__doc__)
     parser.add_argument("--spec", required=True, help="pipeline spec YAML")
-    parser.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
+    kafka = parser.add_mutually_exclusive_group(required=True)
+    kafka.add_argument("--bootstrap", help="Kafka bootstrap servers (a cluster without security settings)")
+    kafka.add_argument("--kafka-config", help="file of Kafka client settings (private; deleted once read)")
     parser.add_argument("--checkpoint", required=True, help="checkpoint directory of this pipeline")
     parser.add_argument("--available-now", action="store_true", help="process what is there, then stop")
     parser.add_argument("--starting-offsets", default="earliest", choices=["earliest", "latest"])
@@ -33,9 +40,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     spec = load_spec(args.spec)
+    kafka = KafkaClientConfig.from_job_arguments(args.bootstrap, args.kafka_config)
+    check_connection(kafka)  # a refused password fails here, naming the connection
     spark = build_session(f"streamjoin-{spec.name}", master=args.master, shuffle_partitions=spec.kafka.partitions)
     settings = JobSettings(
-        bootstrap=args.bootstrap,
+        bootstrap=kafka,
         checkpoint_dir=args.checkpoint,
         available_now=args.available_now,
         starting_offsets=args.starting_offsets,

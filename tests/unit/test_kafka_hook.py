@@ -42,7 +42,7 @@ def test_bootstrap_from_uri(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_no_bootstrap_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV, json.dumps({"conn_type": "streamjoin_kafka"}))
-    with pytest.raises(ValueError, match="connection 'streamjoin_kafka_default': bootstrap.servers: missing"):
+    with pytest.raises(ValueError, match=r"'streamjoin_kafka_default': bootstrap\.servers: missing"):
         StreamJoinKafkaHook().bootstrap_servers()
 
 

@@ -4,63 +4,68 @@ A FastAPI app mounted by the api-server under ``/streamjoin`` (``/streamjoin/job
 ``/streamjoin/api/jobs`` JSON), linked from the UI's Browse menu through an external view. Per
 pipeline: state, last batch time, input/processed rows per second, lag per topic, restarts, last
 quality-check result. Everything is read from the files next to each checkpoint
-(:mod:`streamjoin.core.job_files`) and the input topics' end offsets: no Spark, no Airflow DB.
+(:mod:`streamjoin.core.job_files`) and the input topics' end offsets (through the Kafka connection, security
+settings included): no Spark.
+
+Every route needs Airflow's login and permissions (the api-server does not add them to plugin apps): no token
+-> 401; no read access to DAGs -> 403; a pipeline's rows only for users who may read all of its DAGs
+(:func:`streamjoin.core.plans.pipeline_dag_ids`), ``/api/jobs/<pipeline>`` -> 403 otherwise.
 """
 
 from __future__ import annotations
 
 import html
-import json
-import os
+import re
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Annotated, Any
 
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI, HTTPException, Path
 from fastapi.responses import HTMLResponse
 
-from streamjoin.core.plans import checkpoint_dir, resolve
+from streamjoin.core.plans import checkpoint_dir, pipeline_dag_ids, resolve
 from streamjoin.core.spec import load_spec
 from streamjoin.core.supervision import Policy, assess, lag
+from streamjoin.kafka.client_config import KafkaClientConfig
 
 PREFIX = "/streamjoin"
+KAFKA_CONN_ID = "streamjoin_kafka_default"
 
 
-def _bootstrap() -> str | None:
-    raw = os.environ.get("AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT")
-    if raw:
-        try:
-            conn = json.loads(raw)
-            return str(conn.get("extra", {}).get("bootstrap.servers") or f"{conn['host']}:{conn.get('port', 9092)}")
-        except (ValueError, KeyError, AttributeError):
-            pass
+def _kafka() -> KafkaClientConfig | None:
     try:
         from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
 
-        return StreamJoinKafkaHook("streamjoin_kafka_default").bootstrap_servers()
-    except Exception:  # no connection configured: the page shows no lag
+        return StreamJoinKafkaHook(KAFKA_CONN_ID).kafka_config()
+    except Exception:  # no usable connection: the page shows no lag (and no error that could carry a secret)
         return None
 
 
-def job_rows(spec_paths: list[str] | None = None) -> list[dict[str, Any]]:
-    """One row per pipeline spec for the page and the JSON endpoint."""
+def job_rows(spec_paths: list[str] | None = None, *, allowed: Callable[[str], bool] = bool) -> list[dict[str, Any]]:
+    """One row per pipeline spec for the page and the JSON endpoint; only pipelines whose name ``allowed``
+    accepts (the caller's read access), so nothing of the others is even read."""
     from streamjoin.airflow.dag_factory import spec_paths as all_specs
     from streamjoin.core.job_files import PipelineFiles
     from streamjoin.quality.results import latest_check_result
 
-    bootstrap = _bootstrap()
+    kafka = None
     rows = []
     for path in spec_paths if spec_paths is not None else all_specs():
         spec = load_spec(resolve(path))
+        if not allowed(spec.name):
+            continue
+        kafka = kafka or _kafka()
         files = PipelineFiles(checkpoint_dir(spec))
         status, supervisor, driver = files.status(), files.supervisor(), files.driver() or {}
         latest: dict[str, dict[int, int]] = {}
-        if bootstrap:
+        if kafka:
             from streamjoin.kafka.clients import end_offsets
 
             for topic in sorted({i.topic for i in spec.inputs.values()}):
                 try:
-                    latest[topic] = end_offsets(bootstrap, topic, timeout=5)
+                    latest[topic] = end_offsets(kafka, topic, timeout=5)
                 except Exception:
                     latest[topic] = {}
         lags = lag(latest, (status or {}).get("end_offsets", {}))
@@ -115,17 +120,53 @@ def render(rows: list[dict[str, Any]]) -> str:
     )
 
 
-app = FastAPI(title="streamjoin stream jobs")
+def readable_by(user: Any) -> Callable[[str], bool]:
+    """``pipeline name -> bool``: may ``user`` read every DAG of the pipeline (Airflow's auth manager decides,
+    teams included)?"""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+    from airflow.models.dag import DagModel
+
+    manager = get_auth_manager()
+
+    def allowed(name: str) -> bool:
+        return all(
+            manager.is_authorized_dag(
+                method="GET", details=DagDetails(id=dag_id, team_name=DagModel.get_team_name(dag_id)), user=user
+            )
+            for dag_id in pipeline_dag_ids(name)
+        )
+
+    return allowed
+
+
+#: every route: a logged-in user (401 otherwise) who may read DAGs at all (403 otherwise)
+app = FastAPI(title="streamjoin stream jobs", dependencies=[Depends(requires_access_dag("GET"))])
+#: a pipeline name as specs allow it (``[a-z][a-z0-9_]*``), bounded: anything else is refused before any lookup
+PIPELINE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,99}$")
 
 
 @app.get("/jobs", response_class=HTMLResponse)
-def jobs_page() -> str:
-    return render(job_rows())
+def jobs_page(user: GetUserDep) -> str:
+    return render(job_rows(allowed=readable_by(user)))
 
 
 @app.get("/api/jobs")
-def jobs_json() -> list[dict[str, Any]]:
-    return job_rows()
+def jobs_json(user: GetUserDep) -> list[dict[str, Any]]:
+    return job_rows(allowed=readable_by(user))
+
+
+@app.get("/api/jobs/{pipeline}")
+def job_json(
+    pipeline: Annotated[str, Path(max_length=100, pattern=PIPELINE_NAME.pattern)], user: GetUserDep
+) -> dict[str, Any]:
+    """One pipeline's row: 404 if there is no such pipeline, 403 if the user may not read its DAGs."""
+    if not readable_by(user)(pipeline):
+        raise HTTPException(403, f"no read access to the DAGs of pipeline {pipeline!r}")
+    rows = job_rows(allowed=lambda name: name == pipeline)
+    if not rows:
+        raise HTTPException(404, f"no pipeline {pipeline!r}")
+    return rows[0]
 
 
 class StreamJoinPlugin(AirflowPlugin):

@@ -20,16 +20,16 @@ from streamjoin.core.backfill import plan_day
 from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.plans import checkpoint_dir, resolve
 from streamjoin.core.spec import PipelineSpec, Role, load_spec
+from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 
 
-def _last_record_ts(bootstrap: str, topic: str, partition: int, next_offset: int, timeout: float) -> int | None:
+def _last_record_ts(kafka: KafkaTarget, topic: str, partition: int, next_offset: int, timeout: float) -> int | None:
     from confluent_kafka import Consumer, TopicPartition
 
     if next_offset <= 0:
         return None
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "streamjoin-watermark", "enable.auto.commit": False}
-    )
+    settings = {"group.id": "streamjoin-watermark", "enable.auto.commit": False}
+    consumer = Consumer(KafkaClientConfig.of(kafka).librdkafka(**settings))
     try:
         consumer.assign([TopicPartition(topic, partition, next_offset - 1)])
         message = consumer.poll(timeout)
@@ -41,7 +41,7 @@ def _last_record_ts(bootstrap: str, topic: str, partition: int, next_offset: int
 
 
 def stream_watermark(
-    spec: PipelineSpec, bootstrap: str, checkpoint: Path, *, timeout: float = 10.0
+    spec: PipelineSpec, kafka: KafkaTarget, checkpoint: Path, *, timeout: float = 10.0
 ) -> tuple[int | None, str]:
     """(watermark in ms or None if nothing was processed yet, where it came from)."""
     files = PipelineFiles(checkpoint)
@@ -54,13 +54,13 @@ def stream_watermark(
     if positions is None:
         from streamjoin.kafka.clients import end_offsets
 
-        positions = {t: end_offsets(bootstrap, t, timeout=timeout) for t in topics}
+        positions = {t: end_offsets(kafka, t, timeout=timeout) for t in topics}
         source = "input topics' latest records"
     stamps = [
         ts
         for t in topics
         for p, o in positions.get(t, {}).items()
-        if (ts := _last_record_ts(bootstrap, t, p, o, timeout)) is not None
+        if (ts := _last_record_ts(kafka, t, p, o, timeout)) is not None
     ]
     return (min(stamps) if stamps else None), source
 
@@ -87,8 +87,8 @@ class StreamWatermarkSensor(BaseSensorOperator):
 
         spec = load_spec(resolve(self.spec_path))
         plan = plan_day(spec, self.day)
-        bootstrap = StreamJoinKafkaHook(self.kafka_conn_id).bootstrap_servers()
-        watermark, source = stream_watermark(spec, bootstrap, checkpoint_dir(spec))
+        kafka = StreamJoinKafkaHook(self.kafka_conn_id).checked_config()
+        watermark, source = stream_watermark(spec, kafka, checkpoint_dir(spec))
         self.log.info(
             "%s %s: watermark %s (from %s), needed %s", spec.name, plan.day, watermark, source, plan.ready_at_ms
         )

@@ -45,6 +45,17 @@ def resolve(path: str | Path, home: Path = PROJECT_HOME) -> Path:
     return path if path.is_absolute() else home / path
 
 
+def pipeline_dag_ids(name: str) -> tuple[str, ...]:
+    """The DAGs of a pipeline (``dags/streamjoin_pipelines.py``, ``_supervisor.py``, ``_backfill.py``): reading
+    its rows on the Stream jobs page needs read access to every one of them."""
+    return (f"streamjoin_{name}", f"streamjoin_supervise_{name}", f"streamjoin_backfill_{name}")
+
+
+def secrets_dir(home: Path = PROJECT_HOME) -> Path:
+    """Where Kafka client settings for a job are written (0700; each file 0600, deleted by the job once read)."""
+    return home / "var" / "secrets"
+
+
 def checkpoint_dir(spec: PipelineSpec, home: Path = PROJECT_HOME) -> Path:
     """Each pipeline has its own checkpoint (Spark offsets + join state)."""
     return home / "var" / "checkpoints" / spec.name
@@ -66,7 +77,7 @@ class SubmitPlan:
 def plan_submit(
     spec: PipelineSpec,
     spec_path: str | Path,
-    bootstrap: str,
+    kafka_args: Sequence[str],
     jars: list[str],
     *,
     available_now: bool = False,
@@ -77,13 +88,15 @@ def plan_submit(
 ) -> SubmitPlan:
     """spark-submit arguments for ``spec``'s join job.
 
+    :param kafka_args: the job's Kafka arguments, ``--bootstrap B`` or ``--kafka-config FILE``
+        (``KafkaClientConfig.job_arguments``: secrets go in a private file, never on the command line)
     :param python: the executors' Python (``spark.pyspark.python``); also the driver's unless
         ``driver_python`` is given
     :param py_files: shipped to executors with ``--py-files`` (the :func:`package_zip` on a cluster)
     """
     args = [
         "--spec", str(resolve(spec_path, home)),
-        "--bootstrap", bootstrap,
+        *kafka_args,
         "--checkpoint", str(checkpoint_dir(spec, home)),
         "--home", str(home),
     ]  # fmt: skip

@@ -120,6 +120,22 @@ class KafkaClientConfig:
             json.dump({"source": self.source, "settings": dict(self.settings)}, handle)
         return Path(name)
 
+    def job_arguments(self, directory: str | Path) -> list[str]:
+        """A job's Kafka arguments: ``--bootstrap B`` when that is all there is, else ``--kafka-config FILE``
+        (:meth:`write_private` into ``directory``; the job deletes it once read): never a secret on argv."""
+        if set(self.settings) == {"bootstrap.servers"}:
+            return ["--bootstrap", self.bootstrap]
+        return ["--kafka-config", str(self.write_private(directory))]
+
+    @classmethod
+    def from_job_arguments(cls, bootstrap: str | None, config_file: str | None) -> KafkaClientConfig:
+        """The job side of :meth:`job_arguments`: the file wins (and is deleted once read)."""
+        if config_file:
+            return cls.from_file(config_file, delete=True)
+        if not bootstrap:
+            raise KafkaConfigError("the job's arguments", "--bootstrap", "give --bootstrap or --kafka-config")
+        return cls.of(bootstrap)
+
     # -- views ----------------------------------------------------------------------------------------
 
     @property

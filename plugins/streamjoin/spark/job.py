@@ -28,6 +28,7 @@ from streamjoin.core.errors import CheckpointLockedError, CorruptCheckpointError
 from streamjoin.core.job_files import Lease, Offsets, PipelineFiles
 from streamjoin.core.ordering import source_orders
 from streamjoin.core.spec import Kind, PipelineSpec, Role
+from streamjoin.kafka.client_config import KafkaTarget
 from streamjoin.kafka.offsets import KafkaOffsets
 from streamjoin.spark.engine import SMALL_STATES, BatchOutput, process_batch, state_schemas
 from streamjoin.spark.events import BatchSummary
@@ -45,7 +46,10 @@ IDLE_POLL = 0.1
 
 @dataclass(frozen=True)
 class JobSettings:
-    bootstrap: str
+    """What the job needs besides the spec; ``bootstrap`` is the cluster: ``host:port,...`` or a full client
+    config (:class:`~streamjoin.kafka.client_config.KafkaClientConfig`, security settings included)."""
+
+    bootstrap: KafkaTarget
     checkpoint_dir: str
     available_now: bool = False
     starting_offsets: str = "earliest"
@@ -127,7 +131,7 @@ class StreamJob:
         self.spark, self.spec, self.settings = spark, spec, settings
         self.files = PipelineFiles(Path(settings.checkpoint_dir))
         self.offset_log = self.files.offset_log
-        self.kafka = KafkaOffsets({"bootstrap.servers": settings.bootstrap})
+        self.kafka = KafkaOffsets(settings.bootstrap)
         self.sources = source_orders(spec)
         self.writer = BatchWriter(spark, spec, settings)
         self.heartbeat = Heartbeat(self.files, spec.name, self.offset_log.query_id(), str(uuid.uuid4()))

@@ -25,6 +25,7 @@ from streamjoin.core.batch_plan import by_topic, plan_batch
 from streamjoin.core.ordering import source_orders
 from streamjoin.core.plans import checkpoint_dir, resolve
 from streamjoin.core.spec import PipelineSpec
+from streamjoin.kafka.client_config import KafkaTarget
 from streamjoin.kafka.clients import offsets_for_time
 from streamjoin.kafka.offsets import KafkaOffsets
 from streamjoin.spark.engine import SMALL_STATES, process_batch, state_schemas
@@ -64,7 +65,7 @@ class DayResult:
         )
 
 
-def topic_ranges(plan: BackfillPlan, bootstrap: str) -> list[TopicRange]:
+def topic_ranges(plan: BackfillPlan, bootstrap: KafkaTarget) -> list[TopicRange]:
     """Offsets for each read of the plan, from Kafka's offsets-for-time."""
     ranges = []
     for read in plan.reads:
@@ -77,7 +78,7 @@ def topic_ranges(plan: BackfillPlan, bootstrap: str) -> list[TopicRange]:
     return ranges
 
 
-def read_ranges(spark: SparkSession, bootstrap: str, ranges: list[TopicRange]) -> DataFrame:
+def read_ranges(spark: SparkSession, bootstrap: KafkaTarget, ranges: list[TopicRange]) -> DataFrame:
     """The ranges as Kafka-shaped rows (``key, value, topic, partition, offset, ts``)."""
     start = {r.topic: dict(r.starting) for r in ranges}
     end = {r.topic: dict(r.ending) for r in ranges}
@@ -88,7 +89,7 @@ def reprocess_day(
     spark: SparkSession,
     spec: PipelineSpec,
     plan: BackfillPlan,
-    bootstrap: str,
+    bootstrap: KafkaTarget,
     *,
     home: Path,
     dry_run: bool = False,
@@ -100,7 +101,7 @@ def reprocess_day(
     started = time.monotonic()
     result = DayResult(day=plan.day.isoformat(), dry_run=dry_run)
     ranges = topic_ranges(plan, bootstrap)
-    kafka = KafkaOffsets({"bootstrap.servers": bootstrap})
+    kafka = KafkaOffsets(bootstrap)
     begin = {(r.topic, p): o for r in ranges for p, o in r.starting.items()}
     earliest = kafka.earliest([tp for tp, o in begin.items() if o < 0])
     begin = {tp: earliest.get(tp, o) for tp, o in begin.items()}

@@ -7,6 +7,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from streamjoin.core.spec import Format, Sink
+from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 from streamjoin.spark.events import ORDER
 from streamjoin.spark.serde import encode
 
@@ -86,8 +87,10 @@ def dead_letter_rows(dead: DataFrame, topic: str) -> DataFrame:
     )
 
 
-def write_kafka(rows: DataFrame, bootstrap: str) -> None:
-    rows.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).options(**PRODUCER_OPTIONS).save()
+def write_kafka(rows: DataFrame, kafka: KafkaTarget) -> None:
+    """Write Kafka-shaped rows (``key, value, topic[, headers]``) to the cluster, security settings included."""
+    options = KafkaClientConfig.of(kafka).spark_options()
+    rows.write.format("kafka").options(**options).options(**PRODUCER_OPTIONS).save()
 
 
 def file_rows(results: DataFrame) -> DataFrame:

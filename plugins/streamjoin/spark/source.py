@@ -9,15 +9,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamjoin.core.job_files import Offsets
+from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 from streamjoin.spark.local_frames import local_frame
 from streamjoin.spark.sinks import CONSUMER_OPTIONS
 
 RAW_DDL = "key binary, value binary, topic string, partition int, offset long, ts long"
 
 
-def read_offsets(spark: SparkSession, bootstrap: str, start: Offsets, end: Offsets) -> DataFrame:
+def read_offsets(spark: SparkSession, kafka: KafkaTarget, start: Offsets, end: Offsets) -> DataFrame:
     """Records of every partition of ``end`` from ``start`` (a partition missing there: from the earliest
-    offset; -2 too) up to ``end``, in one read of Spark's Kafka batch source."""
+    offset; -2 too) up to ``end``, in one read of Spark's Kafka batch source (``kafka``: the cluster,
+    security settings included)."""
     ranges = {
         topic: {p: (start.get(topic, {}).get(p, -2), stop) for p, stop in parts.items()} for topic, parts in end.items()
     }
@@ -27,7 +29,7 @@ def read_offsets(spark: SparkSession, bootstrap: str, start: Offsets, end: Offse
         return local_frame(spark, [], RAW_DDL)
     return (
         spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
+        .options(**KafkaClientConfig.of(kafka).spark_options())
         .option("assign", json.dumps({t: sorted(parts) for t, parts in ranges.items()}))
         .option("startingOffsets", _offsets_json(ranges, 0))
         .option("endingOffsets", _offsets_json(ranges, 1))

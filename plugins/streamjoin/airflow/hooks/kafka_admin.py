@@ -84,6 +84,16 @@ class StreamJoinKafkaHook(BaseHook):
             mask_secret(secret)
         return config
 
+    def checked_config(self, timeout: float = 20.0) -> KafkaClientConfig:
+        """:meth:`kafka_config` after the cluster accepted it: a wrong password or an untrusted certificate
+        fails here in about a second, naming the connection (:class:`~streamjoin.core.errors.KafkaAuthenticationError`),
+        before any job is launched."""
+        from streamjoin.kafka.connection_check import check_connection
+
+        config = self.kafka_config()
+        check_connection(config, timeout=timeout)
+        return config
+
     def client_config(self) -> dict[str, Any]:
         """confluent-kafka client settings: the connection's ``extra`` plus ``bootstrap.servers`` and SASL login."""
         return self.kafka_config().librdkafka()
@@ -105,8 +115,9 @@ class StreamJoinKafkaHook(BaseHook):
     def test_connection(self) -> tuple[bool, str]:
         """Ask the cluster for its metadata (10 s at most); the UI's "Test" button calls this."""
         try:
-            bootstrap = self.bootstrap_servers()
+            config = self.checked_config(timeout=10)
             metadata = self.get_conn().list_topics(timeout=10)
         except Exception as exc:
             return False, f"{type(exc).__name__}: {exc}"
-        return True, f"connected to {bootstrap}: {len(metadata.brokers)} broker(s), {len(metadata.topics)} topic(s)"
+        brokers, topics = len(metadata.brokers), len(metadata.topics)
+        return True, f"connected: {config.describe()}: {brokers} broker(s), {topics} topic(s)"

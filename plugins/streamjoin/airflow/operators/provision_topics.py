@@ -45,11 +45,9 @@ class ProvisionTopicsOperator(BaseOperator):
 
         spec = load_spec(resolve(self.spec_path))
         plan = plan_topics(spec)
-        hook = StreamJoinKafkaHook(self.kafka_conn_id)
-        self.log.info(
-            "provisioning %d topics of pipeline %s at %s", len(plan.topics), spec.name, hook.bootstrap_servers()
-        )
-        report = ensure_topics(hook.admin_config(), plan, timeout=self.timeout)
+        kafka = StreamJoinKafkaHook(self.kafka_conn_id).checked_config()  # a refused password fails here
+        self.log.info("provisioning %d topics of pipeline %s at %s", len(plan.topics), spec.name, kafka.describe())
+        report = ensure_topics(kafka.librdkafka(), plan, timeout=self.timeout)
         for outcome in report.topics:
             self.log.info("%s", outcome.summary())
         return report.as_dict()

@@ -22,8 +22,9 @@ from streamjoin.core.backfill import (
     partition_path,
     plan_day,
 )
-from streamjoin.core.plans import PROJECT_HOME, SubmitPlan, connector_jars, package_zip, resolve
+from streamjoin.core.plans import PROJECT_HOME, SubmitPlan, connector_jars, package_zip, resolve, secrets_dir
 from streamjoin.core.spec import PipelineSpec, load_spec
+from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 
 REPROCESS_JOB = "jobs/reprocess_day.py"
 
@@ -39,7 +40,7 @@ def daily_asset(spec: PipelineSpec, home: Path = PROJECT_HOME) -> Asset | None:
 def plan_reprocess(
     spec: PipelineSpec,
     spec_path: str | Path,
-    bootstrap: str,
+    kafka_args: Sequence[str],
     days: Iterable[date],
     jars: list[str],
     *,
@@ -47,8 +48,9 @@ def plan_reprocess(
     home: Path = PROJECT_HOME,
     python: str | None = None,
 ) -> SubmitPlan:
-    """spark-submit arguments of ``jobs/reprocess_day.py``, as a list."""
-    args = ["--spec", str(resolve(spec_path, home)), "--bootstrap", bootstrap, "--home", str(home)]
+    """spark-submit arguments of ``jobs/reprocess_day.py``, as a list (``kafka_args``: ``--bootstrap B`` or
+    ``--kafka-config FILE``, see ``KafkaClientConfig.job_arguments``)."""
+    args = ["--spec", str(resolve(spec_path, home)), *kafka_args, "--home", str(home)]
     for day in days:
         args += ["--day", parse_day(day).isoformat()]
     if dry_run:
@@ -69,19 +71,20 @@ def plan_reprocess(
     )
 
 
-def retention_facts(bootstrap: str, topics: Iterable[str], timeout: float = 10.0) -> dict[str, RetentionFact]:
+def retention_facts(kafka: KafkaTarget, topics: Iterable[str], timeout: float = 10.0) -> dict[str, RetentionFact]:
     """Per topic: were records deleted (log start offset > 0), and the earliest available record time."""
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
     from streamjoin.kafka.admin import admin_client
 
-    admin = admin_client({"bootstrap.servers": bootstrap})
+    cluster = KafkaClientConfig.of(kafka)
+    admin = admin_client(cluster.librdkafka())
     facts: dict[str, RetentionFact] = {}
     for topic in topics:
         metadata = admin.list_topics(topic, timeout=timeout).topics[topic]
         if metadata.error is not None:
-            raise ValueError(f"topic {topic!r} at {bootstrap}: {metadata.error}")
+            raise ValueError(f"topic {topic!r} at {cluster.describe()}: {metadata.error}")
         parts = [TopicPartition(topic, p) for p in metadata.partitions]
         starts = admin.list_offsets({tp: OffsetSpec.earliest() for tp in parts}, request_timeout=timeout)
         firsts = admin.list_offsets({tp: OffsetSpec.for_timestamp(0) for tp in parts}, request_timeout=timeout)
@@ -125,22 +128,27 @@ class ReprocessDayOperator(BaseOperator):
         spec = load_spec(resolve(self.spec_path))
         dry_run = bool(self.count_only) and str(self.count_only).lower() not in ("false", "0")
         plan: BackfillPlan = plan_day(spec, self.day)
-        bootstrap = StreamJoinKafkaHook(self.kafka_conn_id).bootstrap_servers()
-        check_retention(plan, retention_facts(bootstrap, [r.topic for r in plan.reads]))
-        submit = plan_reprocess(
-            spec, self.spec_path, bootstrap, [plan.day], connector_jars(), dry_run=dry_run, python=sys.executable
-        )
-        self.log.info("reprocessing %s %s: %s %s", spec.name, plan.day, submit.application, submit.application_args)
-        self._hook = SparkSubmitHook(
-            conf=submit.conf,
-            conn_id=self.spark_conn_id,
-            jars=",".join(submit.jars),
-            py_files=str(package_zip()),  # executors on a cluster import streamjoin from it
-            name=submit.name,
-            application_args=submit.application_args,
-            env_vars={"PYSPARK_PYTHON": sys.executable},
-        )
-        self._hook.submit(submit.application)
+        kafka = StreamJoinKafkaHook(self.kafka_conn_id).checked_config()
+        check_retention(plan, retention_facts(kafka, [r.topic for r in plan.reads]))
+        kafka_args = kafka.job_arguments(secrets_dir())
+        try:
+            submit = plan_reprocess(
+                spec, self.spec_path, kafka_args, [plan.day], connector_jars(), dry_run=dry_run, python=sys.executable
+            )
+            self.log.info("reprocessing %s %s: %s %s", spec.name, plan.day, submit.application, submit.application_args)
+            self._hook = SparkSubmitHook(
+                conf=submit.conf,
+                conn_id=self.spark_conn_id,
+                jars=",".join(submit.jars),
+                py_files=str(package_zip()),  # executors on a cluster import streamjoin from it
+                name=submit.name,
+                application_args=submit.application_args,
+                env_vars={"PYSPARK_PYTHON": sys.executable},
+            )
+            self._hook.submit(submit.application)
+        finally:  # the job deletes it once read; not if it failed before
+            if kafka_args[0] == "--kafka-config":
+                Path(kafka_args[1]).unlink(missing_ok=True)
         outcome: dict[str, Any] = {"pipeline": spec.name, "day": plan.day.isoformat(), "dry_run": dry_run}
         if dry_run or spec.output.files is None:
             self.log.info("progress: %s %s done (dry run: nothing written)", spec.name, plan.day)

@@ -9,7 +9,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from streamjoin.core.plans import connector_jars, package_zip, plan_submit, resolve
+from streamjoin.core.plans import connector_jars, package_zip, plan_submit, resolve, secrets_dir
 from streamjoin.core.spec import load_spec
 
 
@@ -20,7 +20,7 @@ class StreamJoinJobOperator(BaseOperator):
     to a cluster changes the connection only. The job's progress lines appear in this task's log.
 
     :param spec_path: pipeline spec, relative to the project home or absolute (templated)
-    :param kafka_conn_id: Kafka connection for the job's bootstrap servers (templated)
+    :param kafka_conn_id: the Kafka connection, security settings included (templated)
     :param spark_conn_id: Spark connection giving the master (templated)
     :param available_now: process what the input topics hold now, then stop (demo, catch-up)
     """
@@ -49,11 +49,12 @@ class StreamJoinJobOperator(BaseOperator):
         from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
 
         spec = load_spec(resolve(self.spec_path))
-        bootstrap = StreamJoinKafkaHook(self.kafka_conn_id).bootstrap_servers()
+        kafka = StreamJoinKafkaHook(self.kafka_conn_id).checked_config()
+        kafka_args = kafka.job_arguments(secrets_dir())  # the job deletes the file once read
         # Executors import streamjoin from the shipped zip; their Python may differ from ours on a cluster
         # (STREAMJOIN_EXECUTOR_PYTHON, e.g. the Spark image's python3 in docker-compose.yaml).
         plan = plan_submit(
-            spec, self.spec_path, bootstrap, connector_jars(), available_now=self.available_now,
+            spec, self.spec_path, kafka_args, connector_jars(), available_now=self.available_now,
             python=os.environ.get("STREAMJOIN_EXECUTOR_PYTHON") or sys.executable, driver_python=sys.executable,
             py_files=[str(package_zip())],
         )  # fmt: skip

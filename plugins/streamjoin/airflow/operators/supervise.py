@@ -20,9 +20,10 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from streamjoin.core.job_files import PipelineFiles
-from streamjoin.core.plans import checkpoint_dir, connector_jars, package_zip, plan_submit, resolve
+from streamjoin.core.plans import checkpoint_dir, connector_jars, package_zip, plan_submit, resolve, secrets_dir
 from streamjoin.core.spec import PipelineSpec, load_spec
 from streamjoin.core.supervision import Health, Policy, State, assess, lag, lag_alert_due, may_restart
+from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 
 
 class StreamJobFailure(Exception):
@@ -33,15 +34,18 @@ def pipeline_files(spec: PipelineSpec) -> PipelineFiles:
     return PipelineFiles(checkpoint_dir(spec))
 
 
-def launch_job(spec_path: str, spec: PipelineSpec, bootstrap: str, spark_conn_id: str, log: Any) -> dict[str, Any]:
-    """spark-submit through the Spark provider's hook, detached; returns the driver record."""
+def launch_job(
+    spec_path: str, spec: PipelineSpec, kafka: KafkaClientConfig, spark_conn_id: str, log: Any
+) -> dict[str, Any]:
+    """spark-submit through the Spark provider's hook, detached; returns the driver record. The job gets the
+    Kafka settings in a private file it deletes once read (never on its command line)."""
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     files = pipeline_files(spec)
     python = os.environ.get("STREAMJOIN_EXECUTOR_PYTHON") or sys.executable
     plan = plan_submit(
-        spec, spec_path, bootstrap, connector_jars(), python=python, driver_python=sys.executable,
-        py_files=[str(package_zip())],
+        spec, spec_path, kafka.job_arguments(secrets_dir()), connector_jars(), python=python,
+        driver_python=sys.executable, py_files=[str(package_zip())],
     )  # fmt: skip
     hook = SparkSubmitHook(
         conf=plan.conf, conn_id=spark_conn_id, jars=",".join(plan.jars), py_files=",".join(plan.py_files) or None,
@@ -89,12 +93,12 @@ def stop_job(spec: PipelineSpec, log: Any, timeout: float = 60.0) -> bool:
     return True
 
 
-def assess_job(spec: PipelineSpec, bootstrap: str, policy: Policy, now: float | None = None) -> Health:
+def assess_job(spec: PipelineSpec, kafka: KafkaTarget, policy: Policy, now: float | None = None) -> Health:
     from streamjoin.kafka.clients import end_offsets
 
     files = pipeline_files(spec)
     status = files.status()
-    latest = {t: end_offsets(bootstrap, t) for t in sorted({i.topic for i in spec.inputs.values()})}
+    latest = {t: end_offsets(kafka, t) for t in sorted({i.topic for i in spec.inputs.values()})}
     driver = files.driver() or {}
     stopped = files.stop_requested() or bool(files.supervisor().get("stopped"))
     return assess(
@@ -114,10 +118,12 @@ class _PipelineOperator(BaseOperator):
         super().__init__(**kwargs)
         self.spec_path, self.kafka_conn_id, self.spark_conn_id = spec_path, kafka_conn_id, spark_conn_id
 
-    def _setup(self) -> tuple[PipelineSpec, str]:
+    def _setup(self, *, check: bool = True) -> tuple[PipelineSpec, KafkaClientConfig]:
+        """The spec and the Kafka connection, checked (a wrong password fails here) unless ``check`` is off."""
         from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
 
-        return load_spec(resolve(self.spec_path)), StreamJoinKafkaHook(self.kafka_conn_id).bootstrap_servers()
+        hook = StreamJoinKafkaHook(self.kafka_conn_id)
+        return load_spec(resolve(self.spec_path)), hook.checked_config() if check else hook.kafka_config()
 
 
 class SuperviseStreamJoinOperator(_PipelineOperator):
@@ -132,20 +138,20 @@ class SuperviseStreamJoinOperator(_PipelineOperator):
         self._log_pos = 0
 
     def execute(self, context: Any) -> dict[str, Any]:
-        spec, bootstrap = self._setup()
+        spec, kafka = self._setup()
         files = pipeline_files(spec)
         deadline = time.monotonic() + self.watch
         while True:
-            health = self.check_once(spec, bootstrap, files)
+            health = self.check_once(spec, kafka, files)
             if time.monotonic() >= deadline:
                 break
             time.sleep(self.poll)
         return {"pipeline": spec.name, "state": health.state.value, "reason": health.reason, "lag": health.lag,
                 "restarts": len(files.supervisor()["restarts"])}  # fmt: skip
 
-    def check_once(self, spec: PipelineSpec, bootstrap: str, files: PipelineFiles) -> Health:
+    def check_once(self, spec: PipelineSpec, kafka: KafkaClientConfig, files: PipelineFiles) -> Health:
         now = time.time()
-        health = assess_job(spec, bootstrap, self.policy, now)
+        health = assess_job(spec, kafka, self.policy, now)
         self._tail_progress(files)
         record = files.supervisor()
         self.log.info("%s: %s (%s), lag %s", spec.name, health.state.value, health.reason, health.lag)
@@ -160,7 +166,7 @@ class SuperviseStreamJoinOperator(_PipelineOperator):
             if files.driver() is not None:
                 record["restarts"] = [*record["restarts"], now]
                 self.log.warning("%s: restarting from checkpoint %s", spec.name, files.checkpoint)
-            launch_job(self.spec_path, spec, bootstrap, self.spark_conn_id, self.log)
+            launch_job(self.spec_path, spec, kafka, self.spark_conn_id, self.log)
             self._log_pos = 0
         if health.state is State.LAGGING:
             record["lagging_since"] = record.get("lagging_since") or now
@@ -199,8 +205,8 @@ class StopStreamJoinOperator(_PipelineOperator):
         self.redeploy, self.timeout = redeploy, timeout
 
     def execute(self, context: Any) -> dict[str, Any]:
-        spec, bootstrap = self._setup()
-        was_running = stop_job(spec, self.log, self.timeout)
         redeploy = self.redeploy if isinstance(self.redeploy, bool) else str(self.redeploy).lower() == "true"
-        driver = launch_job(self.spec_path, spec, bootstrap, self.spark_conn_id, self.log) if redeploy else None
+        spec, kafka = self._setup(check=redeploy)  # stopping needs no Kafka
+        was_running = stop_job(spec, self.log, self.timeout)
+        driver = launch_job(self.spec_path, spec, kafka, self.spark_conn_id, self.log) if redeploy else None
         return {"pipeline": spec.name, "was_running": was_running, "driver": driver}

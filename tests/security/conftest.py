@@ -1,0 +1,183 @@
+"""Fixtures of the security tests: a SASL_SSL broker (one per session, started only when these tests run) and
+a real Airflow api-server with the simple auth manager, users and teams.
+
+  STREAMJOIN_TEST_KAFKA_PORT  the secured broker takes port + 20 (PLAINTEXT, admin), + 21 (controller) and
+                              + 22 (SASL_SSL), home ``.local/test-kafka-secure-<port + 20>``
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamjoin.core.plans import PROJECT_HOME
+from streamjoin.localdev.kafka_broker import KafkaBroker
+
+KAFKA_TEST_PORT = int(os.environ.get("STREAMJOIN_TEST_KAFKA_PORT", "19092"))
+SECURE_USER = "streamjoin"
+#: the test Airflow DB that scripts/test.sh migrates; each api-server here gets a copy of it
+TEST_AIRFLOW_DB = PROJECT_HOME / "var" / "test-airflow" / "airflow.db"
+
+
+@pytest.fixture(scope="session")
+def secure_broker() -> Iterator[KafkaBroker]:
+    """A broker with a SASL_SSL listener (SCRAM-SHA-512) and a CA made for it; a new random password for
+    :data:`SECURE_USER` every session (the secret-scan looks for it)."""
+    port = KAFKA_TEST_PORT + 20
+    password = f"sj-{secrets.token_urlsafe(18)}"
+    broker = KafkaBroker(
+        PROJECT_HOME / ".local" / f"test-kafka-secure-{port}", port, port + 1, heap="512m",
+        secure_port=port + 2, scram_users={SECURE_USER: password},
+    )  # fmt: skip
+    started = broker.start(timeout=120)
+    if not started:  # a previous session's broker: give the user this session's password
+        broker.create_scram_users()
+    yield broker
+    if started and os.environ.get("STREAMJOIN_KEEP_BROKER") != "1":
+        broker.stop()
+
+
+def kafka_connection(broker: KafkaBroker, password: str | None = None) -> str:
+    """``AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT`` for the secure listener: login and password are the SASL user."""
+    config = broker.secure_client_config(SECURE_USER, password)
+    extra = {k: v for k, v in config.items() if k not in ("sasl.username", "sasl.password")}
+    return json.dumps({
+        "conn_type": "streamjoin_kafka", "login": config["sasl.username"], "password": config["sasl.password"],
+        "extra": extra,
+    })  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+SEED_TEAMS = """
+import sys
+from airflow.models.dag import DagModel
+from airflow.models.dagbundle import DagBundleModel
+from airflow.models.team import Team
+from airflow.utils.session import create_session
+
+owners = dict(arg.split("=", 1) for arg in sys.argv[1:])  # dag_id=team
+with create_session() as session:
+    for team_name in sorted(set(owners.values()) | {"analytics"}):
+        team = session.query(Team).filter_by(name=team_name).one_or_none() or Team(name=team_name)
+        bundle = session.get(DagBundleModel, f"bundle_{team_name}") or DagBundleModel(name=f"bundle_{team_name}")
+        bundle.teams = [team]
+        session.add_all([team, bundle])
+        session.flush()
+        for dag_id, owner in owners.items():
+            if owner == team_name:
+                session.merge(DagModel(dag_id=dag_id, bundle_name=f"bundle_{team_name}", fileloc="/dev/null"))
+"""
+
+
+@dataclass
+class ApiServer:
+    """A running api-server: its URL, users' passwords and log."""
+
+    url: str
+    passwords: dict[str, str]
+    log: Path
+    _tokens: dict[str, str] = field(default_factory=dict)
+
+    def token(self, user: str) -> str:
+        if user not in self._tokens:
+            body = json.dumps({"username": user, "password": self.passwords[user]}).encode()
+            request = urllib.request.Request(
+                f"{self.url}/auth/token", body, {"Content-Type": "application/json"}, method="POST"
+            )
+            with urllib.request.urlopen(request, timeout=30) as response:
+                self._tokens[user] = json.loads(response.read())["access_token"]
+        return self._tokens[user]
+
+    def get(self, path: str, user: str | None = None) -> tuple[int, str]:
+        """(status, body) of ``GET path`` as ``user`` (a bearer token), or anonymously."""
+        headers = {"Authorization": f"Bearer {self.token(user)}"} if user else {}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(self.url + path, headers=headers), timeout=60) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+
+@pytest.fixture
+def api_server(tmp_path: Path) -> Iterator[Callable[..., ApiServer]]:
+    """``start(pipelines_dir, dag_teams={dag_id: team}, env={...})`` -> an api-server on a copy of the test DB
+    in multi-team mode: ``admin`` (ADMIN) and ``viewer`` (VIEWER of team ``analytics``; DAGs of other teams
+    are not readable by it)."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(pipelines: Path, dag_teams: dict[str, str] | None = None, env: dict[str, str] | None = None) -> ApiServer:
+        assert TEST_AIRFLOW_DB.exists(), f"{TEST_AIRFLOW_DB} is missing: scripts/test.sh migrates it"
+        home = tmp_path / f"airflow-{len(procs)}"
+        home.mkdir()
+        source = sqlite3.connect(f"file:{TEST_AIRFLOW_DB}?mode=ro", uri=True)
+        target = sqlite3.connect(home / "airflow.db")
+        source.backup(target)  # a consistent copy even while other tests write the original
+        source.close()
+        target.close()
+        passwords = {"admin": secrets.token_urlsafe(12), "viewer": secrets.token_urlsafe(12)}
+        (home / "passwords.json").write_text(json.dumps(passwords))
+        airflow_env = {
+            **os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+            "AIRFLOW__CORE__MULTI_TEAM": "True", "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:ADMIN,viewer:VIEWER:analytics",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+            "STREAMJOIN_PIPELINES_DIR": str(pipelines), **(env or {}),
+        }  # fmt: skip
+        pairs = [f"{dag_id}={team}" for dag_id, team in (dag_teams or {}).items()]
+        seeded = subprocess.run([sys.executable, "-c", SEED_TEAMS, *pairs], env=airflow_env, capture_output=True,
+                                text=True, timeout=120, check=False)  # fmt: skip
+        assert seeded.returncode == 0, seeded.stderr[-3000:]
+        port = _free_port()
+        log = tmp_path / f"api-server-{port}.log"
+        with log.open("wb") as out:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "airflow", "api-server", "-H", "127.0.0.1", "-p", str(port), "-w", "1"],
+                env=airflow_env, stdout=out, stderr=subprocess.STDOUT, cwd=PROJECT_HOME, start_new_session=True,
+            ))  # fmt: skip
+        server = ApiServer(f"http://127.0.0.1:{port}", passwords, log)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if server.get("/api/v2/monitor/health")[0] == 200:
+                    return server
+            except OSError:
+                pass
+            if procs[-1].poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the api-server did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(1)
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def spark_event_log_conf(directory: Path) -> dict[str, Any]:
+    """``SPARK_CONF_DIR`` whose spark-defaults.conf writes Spark's event log into ``directory/events``."""
+    events = directory / "events"
+    events.mkdir(parents=True, exist_ok=True)
+    (directory / "spark-defaults.conf").write_text(f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n")
+    return {"SPARK_CONF_DIR": str(directory)}
