@@ -1,6 +1,6 @@
 """Reprocess past days of a pipeline from the UI: pick the pipeline and a day range in the trigger form.
 
-Invalid input (unknown pipeline, not a date, end before start, a day not over yet, a range Kafka no
+Invalid input (unknown pipeline, not a date (exactly YYYY-MM-DD), end before start, a day not over yet, a range Kafka no
 longer holds, published days without ``overwrite``) fails in ``validate`` before anything is written.
 Then one mapped ``reprocess_day`` task per day recomputes and atomically publishes the day, each emitting
 an asset event (extra: pipeline, day, path) through the ``streamjoin_daily_partitions`` alias.
@@ -32,25 +32,28 @@ def validate(params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         check_retention,
         nondeterminism_warnings,
         partition_path,
+        pipeline_spec,
         plan_day,
+        shown,
         validate_request,
     )
 
     p = params or {}
     try:
         if not p.get("start") or not p.get("end"):
-            raise BackfillError(f"start {p.get('start')!r} and end {p.get('end')!r} are both required (YYYY-MM-DD)")
-        spec_path = SPECS.get(str(p.get("pipeline")))
-        spec = load_spec(resolve(spec_path)) if spec_path else None
+            raise BackfillError(
+                f"start {shown(p.get('start'))} and end {shown(p.get('end'))} are both required (YYYY-MM-DD)"
+            )
+        spec_path = pipeline_spec(p.get("pipeline"), SPECS)  # a known name, never a path from the form
+        spec = load_spec(resolve(spec_path))
         existing = []
-        if spec is not None and spec.output.files is not None:
+        if spec.output.files is not None:
             daily = resolve(spec.output.files.path) / "daily"
             existing = [datetime.strptime(d.name[5:], "%Y-%m-%d").date() for d in daily.glob("date=*")]
         days = validate_request(
-            str(p.get("pipeline")), p["start"], p["end"], pipelines=SPECS, today=datetime.now(UTC).date(),
+            spec.name, p["start"], p["end"], pipelines=SPECS, today=datetime.now(UTC).date(),
             existing=existing, overwrite=bool(p.get("overwrite", True)),
         )  # fmt: skip
-        assert spec is not None and spec_path is not None
         plans = [plan_day(spec, day) for day in days]
         kafka = StreamJoinKafkaHook(KAFKA_CONN_ID).checked_config()
         facts = retention_facts(kafka, sorted({r.topic for r in plans[0].reads}))

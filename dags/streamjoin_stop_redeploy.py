@@ -1,14 +1,35 @@
 """Manually triggered: stop a pipeline's streaming join gracefully (after its current batch), and with
 ``redeploy`` start the current code/spec again from the same checkpoint.
 
-Trigger with conf ``{"pipeline": "include/pipelines/clicks_per_region.yaml", "redeploy": true}``.
+Trigger with conf ``{"pipeline": "clicks_per_region", "redeploy": true}``: a pipeline *name* (a spec under
+``include/pipelines/``), never a path; anything else is refused before anything runs.
 """
 
 from datetime import datetime
+from typing import Any
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Param, task
 
+from streamjoin.airflow.dag_factory import spec_paths
 from streamjoin.airflow.operators.supervise import StopStreamJoinOperator
+from streamjoin.core.plans import resolve
+from streamjoin.core.spec import load_spec
+
+SPECS = {load_spec(resolve(p)).name: p for p in spec_paths()}
+
+
+@task
+def pipeline_spec_path(params: dict[str, Any] | None = None) -> str:
+    """The spec path of the pipeline the form names (a known name, or a clear refusal)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from streamjoin.core.backfill import BackfillError, pipeline_spec
+
+    try:
+        return pipeline_spec((params or {}).get("pipeline"), SPECS)
+    except BackfillError as exc:
+        raise AirflowFailException(f"invalid request: {exc}") from None
+
 
 with DAG(
     "streamjoin_stop_redeploy",
@@ -18,11 +39,14 @@ with DAG(
     catchup=False,
     tags=["streamjoin", "supervisor"],
     params={
-        "pipeline": Param("include/pipelines/clicks_per_region.yaml", type="string"),
+        "pipeline": Param(
+            "clicks_per_region" if "clicks_per_region" in SPECS else next(iter(sorted(SPECS)), ""),
+            type="string",
+            enum=sorted(SPECS) or [""],
+            description="Pipeline to stop (a spec under include/pipelines/)",
+        ),
         "redeploy": Param(True, type="boolean"),
     },
     render_template_as_native_obj=True,
 ) as dag:
-    StopStreamJoinOperator(
-        task_id="stop_or_redeploy", spec_path="{{ params.pipeline }}", redeploy="{{ params.redeploy }}"
-    )
+    StopStreamJoinOperator(task_id="stop_or_redeploy", spec_path=pipeline_spec_path(), redeploy="{{ params.redeploy }}")

@@ -20,15 +20,14 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
+from secure_kafka import SECURE_USER
 
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.localdev.kafka_broker import KafkaBroker
 
 KAFKA_TEST_PORT = int(os.environ.get("STREAMJOIN_TEST_KAFKA_PORT", "19092"))
-SECURE_USER = "streamjoin"
 #: the test Airflow DB that scripts/test.sh migrates; each api-server here gets a copy of it
 TEST_AIRFLOW_DB = PROJECT_HOME / "var" / "test-airflow" / "airflow.db"
 
@@ -49,16 +48,6 @@ def secure_broker() -> Iterator[KafkaBroker]:
     yield broker
     if started and os.environ.get("STREAMJOIN_KEEP_BROKER") != "1":
         broker.stop()
-
-
-def kafka_connection(broker: KafkaBroker, password: str | None = None) -> str:
-    """``AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT`` for the secure listener: login and password are the SASL user."""
-    config = broker.secure_client_config(SECURE_USER, password)
-    extra = {k: v for k, v in config.items() if k not in ("sasl.username", "sasl.password")}
-    return json.dumps({
-        "conn_type": "streamjoin_kafka", "login": config["sasl.username"], "password": config["sasl.password"],
-        "extra": extra,
-    })  # fmt: skip
 
 
 def _free_port() -> int:
@@ -173,11 +162,3 @@ def api_server(tmp_path: Path) -> Iterator[Callable[..., ApiServer]]:
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
-
-
-def spark_event_log_conf(directory: Path) -> dict[str, Any]:
-    """``SPARK_CONF_DIR`` whose spark-defaults.conf writes Spark's event log into ``directory/events``."""
-    events = directory / "events"
-    events.mkdir(parents=True, exist_ok=True)
-    (directory / "spark-defaults.conf").write_text(f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n")
-    return {"SPARK_CONF_DIR": str(directory)}

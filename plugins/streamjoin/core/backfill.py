@@ -14,6 +14,7 @@ lies in the day. Nothing here touches Kafka, Spark or files.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -31,16 +32,38 @@ class BackfillError(ValueError):
     """Invalid reprocessing input: the message names the bad value and what is allowed."""
 
 
+#: a day from a form: exactly ``YYYY-MM-DD`` in ASCII digits (``date.fromisoformat`` also takes other ISO
+#: forms and non-ASCII digits)
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters: a refusal names the bad value without echoing megabytes."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def parse_day(value: str | date, what: str = "day") -> date:
-    """``YYYY-MM-DD`` (or a date) -> date."""
+    """``YYYY-MM-DD`` (or a date) -> date; anything else (other ISO forms, unicode digits, trailing text) is
+    refused with the value and the expected form."""
     if isinstance(value, datetime):
         return value.date()
     if isinstance(value, date):
         return value
-    try:
-        return date.fromisoformat(str(value).strip())
-    except ValueError:
-        raise BackfillError(f"{what} {value!r} is not a date: use YYYY-MM-DD") from None
+    if isinstance(value, str) and _DAY.fullmatch(value.strip()):
+        try:
+            return date.fromisoformat(value.strip())
+        except ValueError:
+            pass
+    raise BackfillError(f"{what} {shown(value)} is not a date: use YYYY-MM-DD")
+
+
+def pipeline_spec(name: object, specs: Mapping[str, str]) -> str:
+    """The spec path of the pipeline a form names (``specs``: name -> path, built from the project's own
+    pipeline folder): the form gives a name, never a path."""
+    if not isinstance(name, str) or name not in specs:
+        raise BackfillError(f"unknown pipeline {shown(name)}: choose one of {sorted(specs)}")
+    return specs[name]
 
 
 def day_start_ms(day: date) -> int:
@@ -163,7 +186,7 @@ def validate_request(
     """
     known = sorted(pipelines)
     if pipeline not in known:
-        raise BackfillError(f"unknown pipeline {pipeline!r}: choose one of {known}")
+        raise BackfillError(f"unknown pipeline {shown(pipeline)}: choose one of {known}")
     first, last = parse_day(start, "start"), parse_day(end, "end")
     if last < first:
         raise BackfillError(f"end {last} is before start {first}")
