@@ -103,6 +103,7 @@ def test_stream_jobs_page_shows_a_live_job_in_chromium(
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 500})
+            page.goto(f"{url}/auth/token/login")  # all-admins mode: sets the token cookie the plugin's routes need
             page.goto(f"{url}/streamjoin/jobs")
             row = page.locator(f"tr[data-pipeline='{name}']")
             assert row.locator("td.state").inner_text() == "healthy"
