@@ -7,14 +7,13 @@ import zlib
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_spark_scenarios import SCENARIOS, assert_same, inputs, pipelines, spark_replay
 
 from scenario_loader import Scenario
 from streamjoin.core.records import Record
 from streamjoin.core.reference import ReferenceEngine
-from streamjoin.core.shapes import Shape
 from streamjoin.core.spec import parse_spec
 
 pytestmark = pytest.mark.spark
@@ -29,8 +28,7 @@ CUT = {
     "stream_stream_outer",
     "stream_stream_left_out_of_order",
     "table_table_outer",
-    # not table_table_fk_left_aggregate: an FK join's state write after the first batch takes minutes
-    # (known, issue 15); test_fk_batches.py carries FK state across batches
+    "table_table_fk_left_aggregate",
 }
 
 
@@ -52,7 +50,6 @@ def test_a_scenario_cut_into_batches_gives_the_one_batch_output(spark: Any, scen
 def test_random_pipelines_in_random_batch_sizes_equal_the_reference(spark: Any, data: st.DataObject) -> None:
     """At most about 4 batches per example; the planner's own property tests cover every size."""
     spec, functions = data.draw(pipelines(), label="spec")
-    assume(spec.join.shape is not Shape.TABLE_TABLE_FK)  # known slow across batches, see CUT
     records = data.draw(inputs(spec), label="records")
     size = data.draw(st.integers(max(1, len(records) // 4), max(1, len(records))), label="max_records")
     expected = ReferenceEngine(spec, functions=functions).replay_batch(records)

@@ -115,10 +115,6 @@ def test_spark_equals_the_reference(spark: Any, shape: Shape, kind: Kind, agg: s
     reference = ReferenceEngine(spec, functions=functions)
     what = f"{shape.value} {kind.value} {agg}"
     assert_same(reference.replay(inputs), spark_replay(spark, spec, inputs), spec.dead_letter_topic, what)
-    if shape is Shape.TABLE_TABLE_FK:
-        # KNOWN SLOW: writing an FK join's state after the first micro-batch takes minutes (its plan grows;
-        # found at the end of a session, left open in issue 15); test_fk_batches.py carries FK state
-        return
     # the batch ordering rule, in about three micro-batches with the state carried by the state store
     size = -(-len(inputs) // 3)
     in_batches = spark_replay(spark, spec, inputs, batch=True, max_records=size)

@@ -72,6 +72,13 @@ class ForeignKeyStep:
     right_state: DataFrame
 
 
+def _cut(frame: DataFrame) -> DataFrame:
+    """``frame`` with its lineage cut (computed once, when first needed). The FK join reads its inputs and
+    intermediates several times each: without cuts the plan doubles with every reuse, and an aggregate
+    after the join planned for minutes and filled a 1 GiB driver heap."""
+    return frame.localCheckpoint(eager=False)
+
+
 def _at() -> Column:
     """A row's position in ``ORDER`` as one comparable struct (null: before the batch)."""
     return F.struct(*ORDER)
@@ -107,7 +114,7 @@ def _fan_out(
     carried = left_state.select("key", "lval", "fk", "ts", F.col("deleted").alias("tomb"), before_batch.alias("__at"))
     history = carried.unionByName(lefts.select("key", "lval", "fk", "ts", "tomb", "__at"), allowMissingColumns=True)
     per_key = Window.partitionBy("key").orderBy(F.col("__at").asc_nulls_first())
-    history = history.withColumn("__next", F.lead("__at").over(per_key))
+    history = _cut(history.withColumn("__next", F.lead("__at").over(per_key)))
     h, r = history.alias("h"), rights.alias("r")
     pointing = (
         (F.col("h.fk") == F.col("r.key"))
@@ -158,6 +165,7 @@ def join_foreign_key(
         lefts = keep_applied(lefts, left_state)
     if versioned[1]:
         rights = keep_applied(rights, right_state)
+    lefts, rights = _cut(lefts), _cut(rights)
     fan, history = _fan_out(lefts, rights, left_state, long_keys)
     # each left update with its key's previous row (in the batch, else the carried one): the old value
     per_key = Window.partitionBy("key").orderBy(F.col("__at").asc_nulls_first())
@@ -179,7 +187,7 @@ def join_foreign_key(
     looked_up = _right_as_of(probes.filter(F.col("fk").isNotNull()), rights, right_state)
     new_rv = looked_up.filter(F.col("__probe") == "new").select("key", "__at", F.col("__rv").alias("__new_rv"))
     old_rv = looked_up.filter(F.col("__probe") == "old").select("key", "__at", F.col("__rv").alias("__old_rv"))
-    rows = changes.join(new_rv, ["key", "__at"], "left").join(old_rv, ["key", "__at"], "left")
+    rows = _cut(changes.join(new_rv, ["key", "__at"], "left").join(old_rv, ["key", "__at"], "left"))
     rv_present = F.coalesce(F.col("__new_rv.present"), F.lit(False))
     old_rv_ts = F.when(F.col("__old_rv.present"), F.col("__old_rv.ts"))
     new_rv_ts = F.when(rv_present, F.col("__new_rv.ts"))
@@ -225,4 +233,4 @@ def join_foreign_key(
     if not versioned[1]:
         fresh_right = fresh_right.filter(~F.col("deleted"))
     new_right = right_state.join(last_right.select("key"), "key", "left_anti").unionByName(fresh_right)
-    return ForeignKeyStep(results=results, left_state=new_left, right_state=new_right)
+    return ForeignKeyStep(results=_cut(results), left_state=new_left, right_state=new_right)
