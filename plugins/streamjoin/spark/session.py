@@ -38,6 +38,9 @@ def build_session(
         # classes, a join with an aggregate (~140 classes a batch) evicted them all, recompiled ~100 a
         # batch and ran them cold in the JVM (join+sum/batch 88k -> 129k records/s on 2 cores)
         "spark.sql.codegen.cache.maxEntries": "2000",
+        # every batch local-checkpoints its ordered events; their blocks are freed when the JVM collects
+        # the frame, and Spark only forces a collection every 30 minutes by default
+        "spark.cleaner.periodicGC.interval": "2min",
         # Kafka options carry the JAAS config (a password) and PEM keys: hide them in the UI, event log, plans
         "spark.redaction.regex": SPARK_REDACTION_REGEX,
         "spark.sql.redaction.options.regex": SPARK_REDACTION_REGEX,
