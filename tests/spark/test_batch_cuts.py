@@ -45,7 +45,7 @@ def test_a_scenario_cut_into_batches_gives_the_one_batch_output(spark: Any, scen
     assert_same(whole, cut, scenario.spec.dead_letter_topic, f"{scenario.name} in batches of {size}")
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_pipelines_in_random_batch_sizes_equal_the_reference(spark: Any, data: st.DataObject) -> None:
     """At most about 4 batches per example; the planner's own property tests cover every size."""

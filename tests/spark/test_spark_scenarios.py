@@ -194,7 +194,7 @@ def inputs(draw: st.DrawFn, spec: PipelineSpec) -> list[Record]:
     return records
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_spark_replay_equals_the_reference_engine(spark: Any, data: st.DataObject) -> None:
     spec, functions = data.draw(pipelines(), label="spec")
