@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from airflow.sdk import DAG
 from airflow.timetables.interval import CronDataIntervalTimetable
 
-from streamjoin.airflow.dag_factory import KAFKA_CONN_ID, spec_paths
+from streamjoin.airflow.dag_factory import DATA_DOCS, KAFKA_CONN_ID, spec_paths
 from streamjoin.airflow.operators.reprocess import ReprocessDayOperator, daily_asset
 from streamjoin.airflow.sensors import StreamWatermarkSensor
 from streamjoin.core.backfill import nondeterminism_warnings
@@ -51,7 +51,7 @@ for _path in spec_paths():
             _check = DataQualityOperator(
                 task_id="check_quality", spec_path=_path, day=DAY,
                 partition_path=f"{resolve(_spec.output.files.path)}/daily/date={DAY}",
-                data_docs_dir=str(resolve("var/data_docs")),
+                data_docs_dir=str(resolve(DATA_DOCS)),
             )  # fmt: skip
             _run >> _check
     globals()[_dag.dag_id] = _dag

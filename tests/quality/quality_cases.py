@@ -18,7 +18,7 @@ DAY = date(2026, 1, 2)
 DAY_MS = 86_400_000
 START_MS = int(datetime.combine(DAY, datetime.min.time(), UTC).timestamp() * 1000)
 N_CLICKS, N_USERS = 200, 50
-REGIONS = ("EU", "NA", "APAC", "LATAM")
+REGIONS = ("europe", "americas", "asia", "africa")  # the suite's set, as the demo data
 NO_REGION = {0, 1}  # users without a region in the table: 4% of clicks unmatched
 ENRICHED_SCHEMA = (
     "key string, value struct<region: string, clicks: long>, ts long, matched boolean, "

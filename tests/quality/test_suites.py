@@ -34,7 +34,7 @@ def test_seed_plan_has_the_defaults_and_the_declared_values(spec: Any, settings:
     plan = build_check_plan(spec, settings, day=DAY, left_input_count=200, suite_file=str(SUITE_PATH))
     assert [c.name for c in plan.checks] == [*DEFAULT_ENRICHED, "value_region_in_set", "value_clicks_in_range"]
     assert {c.name for c in plan.checks if not c.blocking} == {"freshness", "value_region_in_set"}
-    assert plan.check("match_rate").kwargs == {"column": MATCHED_LEFT, "min_value": 0.9, "max_value": 1.0}
+    assert plan.check("match_rate").kwargs == {"column": MATCHED_LEFT, "min_value": 0.85, "max_value": 1.0}
     assert plan.check("left_records_complete").kwargs == {"column": LEFT_RECORD, "min_value": 200, "max_value": 200}
     assert plan.check("no_duplicate_outputs").kwargs["column_list"] == [
         "key",

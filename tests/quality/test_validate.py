@@ -103,7 +103,10 @@ def test_aggregate_output(spec: Any, settings: Any, spark: Any, tmp_path: Path) 
     from streamjoin.quality.validate import validate_dataframe
 
     end = START_MS + 86_400_000
-    rows = [("EU", 10, end - 120_000), ("NA", 7, end - 60_000), ("UNKNOWN", 2, end - 60_000), ("MARS", -1, START_MS)]
+    rows = [
+        ("europe", 10, end - 120_000), ("americas", 7, end - 60_000),
+        ("UNKNOWN", 2, end - 60_000), ("MARS", -1, START_MS),
+    ]  # fmt: skip
     plan = build_check_plan(spec, settings, day=DAY, target=Target.AGGREGATE)
     result = validate_dataframe(spark.createDataFrame(rows, AGGREGATE_SCHEMA), plan, docs_dir=tmp_path / "agg")
     assert _failed(result) == {"key_in_set", "value_in_range"}

@@ -10,21 +10,24 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, BaseOperator, task
 
 from streamjoin.airflow.operators.provision_topics import ProvisionTopicsOperator
 from streamjoin.airflow.operators.stream_join import StreamJoinJobOperator
 from streamjoin.core.plans import resolve
-from streamjoin.core.spec import load_spec
+from streamjoin.core.spec import PipelineSpec, load_spec
 
 KAFKA_CONN_ID = "streamjoin_kafka_default"
+#: Where quality checks keep their Data Docs (one directory per pipeline, target, day and run)
+DATA_DOCS = "var/data_docs"
 
 
 def pipeline_dag(spec_path: str, *, dag_id: str | None = None, demo: bool = False, **dag_kwargs: Any) -> DAG:
     """A DAG that provisions the pipeline's topics and runs its join job.
 
-    :param demo: also reset the pipeline, produce the seed-style sample data before the join and report
-        the per-region totals after it; the job then stops once the sample is processed.
+    :param demo: also reset the pipeline and produce its sample data (on yesterday, UTC) before the join;
+        the job then stops once the sample is processed, the day is reprocessed and its quality checked
+        (its Data Docs under ``var/data_docs``), and the output's final table is reported.
     """
     spec = load_spec(resolve(spec_path))
     dag_kwargs.setdefault("schedule", None)
@@ -48,11 +51,27 @@ def pipeline_dag(spec_path: str, *, dag_id: str | None = None, demo: bool = Fals
         if demo:
             reset = reset_pipeline.override(task_id="reset_demo")(spec_path)
             produce = produce_sample.override(task_id="produce_sample")(spec_path)
-            report = report_totals.override(task_id="report_totals")(spec_path)
-            reset >> provision >> produce >> run >> report
+            reprocess, check = _check_demo_day(spec, spec_path)
+            reset >> provision >> produce >> run >> reprocess >> check >> report_outputs(spec_path)
         else:
             provision >> run
     return dag
+
+
+def _check_demo_day(spec: PipelineSpec, spec_path: str) -> tuple[BaseOperator, BaseOperator]:
+    """Reprocess the demo's day and check its quality, as the daily backfill does."""
+    from streamjoin.airflow.operators.quality import DataQualityOperator
+    from streamjoin.airflow.operators.reprocess import ReprocessDayOperator
+
+    if spec.output.files is None or spec.quality is None:
+        raise ValueError(f"the demo of {spec.name} needs output files and a quality suite")
+    day = "{{ ti.xcom_pull(task_ids='produce_sample')['day'] }}"
+    reprocess = ReprocessDayOperator(task_id="reprocess_day", spec_path=spec_path, day=day, kafka_conn_id=KAFKA_CONN_ID)
+    check = DataQualityOperator(
+        task_id="check_quality", spec_path=spec_path, day=day,
+        partition_path=f"{resolve(spec.output.files.path)}/daily/date={day}", data_docs_dir=str(resolve(DATA_DOCS)),
+    )  # fmt: skip
+    return reprocess, check
 
 
 @task
@@ -76,47 +95,48 @@ def reset_pipeline(spec_path: str) -> list[str]:
 
 
 @task
-def produce_sample(spec_path: str) -> int:
-    """Demo only: the seed-style sample (region change, unknown user, a null key) at recent timestamps."""
+def produce_sample(spec_path: str) -> dict[str, Any]:
+    """Demo only: the pipeline's sample data (:func:`streamjoin.demo.sample.demo_records`) shortly before
+    the end of yesterday (UTC), the demo's day."""
     import time
 
     from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
     from streamjoin.core.codec import encode
-    from streamjoin.demo.sample import sample_records
+    from streamjoin.demo.sample import demo_day, demo_records
     from streamjoin.kafka.clients import produce_records
 
     spec = load_spec(resolve(spec_path))
-    base = int(time.time() * 1000) - 60_000
+    day, base = demo_day(int(time.time() * 1000))
     rows: list[tuple[str, bytes | None, bytes | None, int, list[tuple[str, bytes]]]] = []
-    for record in sample_records(spec.left.topic, spec.right.topic):
+    for record in demo_records(spec):
         _, spec_input = spec.input_by_topic(record.topic)
         key = None if record.key is None else record.key.encode()
         rows.append((record.topic, key, encode(record.value, spec_input.value.format), base + record.offset_ms, []))
     produce_records(StreamJoinKafkaHook(KAFKA_CONN_ID).bootstrap_servers(), rows)
-    return len(rows)
+    return {"records": len(rows), "day": day.isoformat()}
 
 
-@task
-def report_totals(spec_path: str) -> dict[str, Any]:
-    """Demo only: the aggregate's final table as read back from its output topic."""
+@task(task_id="report")
+def report_outputs(spec_path: str) -> dict[str, Any]:
+    """Demo only: the final table of the pipeline's last output (the aggregate's, else the join's) as read
+    back from its topic, and where the day's Data Docs are."""
     from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
-    from streamjoin.core.codec import decode
-    from streamjoin.kafka.clients import consume_all
+    from streamjoin.demo.report import final_table, latest_check
 
     spec = load_spec(resolve(spec_path))
-    assert spec.aggregate is not None
-    sink = spec.aggregate.output
+    sink = spec.aggregate.output if spec.aggregate is not None else spec.output
     assert sink.topic is not None
-    totals: dict[str, Any] = {}
-    for record in consume_all(StreamJoinKafkaHook(KAFKA_CONN_ID).bootstrap_servers(), sink.topic, timeout=30):
-        if record.key is not None:
-            totals[record.key.decode()] = decode(record.value, sink.value_format)
-    width = max((len(k) for k in totals), default=6)
-    lines = [f"{region:<{width}}  {total:>8}" for region, total in sorted(totals.items())]
-    body = "\n".join(lines)
-    print(f"clicks per region (from topic {sink.topic}):\n{body}", flush=True)
+    table = final_table(StreamJoinKafkaHook(KAFKA_CONN_ID).bootstrap_servers(), sink.topic, sink.value_format)
+    width = max((len(str(k)) for k in table), default=6)
+    body = "\n".join(f"{key!s:<{width}}  {value}" for key, value in sorted(table.items(), key=lambda kv: str(kv[0])))
+    print(f"final table of topic {sink.topic}:\n{body}", flush=True)
+    check = latest_check(spec)
+    if check is not None:
+        print(f"quality check of {check.day}: {check.summary()}; Data Docs: {check.data_docs_url}", flush=True)
     files = resolve(sink.files.path) if sink.files else None
-    return {"totals": totals, "topic": sink.topic, "files": str(files) if files else None}
+    return {"table": {str(k): v for k, v in table.items()}, "topic": sink.topic, "files": str(files) if files else None,
+            "quality": None if check is None else {"day": check.day, "success": check.success,
+                                                   "data_docs_url": check.data_docs_url}}  # fmt: skip
 
 
 def spec_paths(directory: str | None = None) -> list[str]:

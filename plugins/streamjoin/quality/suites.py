@@ -18,6 +18,8 @@ key_not_null             the join key of every output row is set                
 match_rate               share of left records that found a right value >= threshold  blocking
                          (left/outer joins)
 no_duplicate_outputs     (key, ts, src_topic, src_partition, src_offset) is unique     blocking
+                         (not for windowed joins: a record joins every record of its
+                         window, several results of one key and source record)
 left_records_complete    distinct left records in the output == left input count of    blocking
                          the day (left/outer joins, when the count is given)
 ts_in_partition          every ts lies inside the partition's day                     blocking
@@ -44,6 +46,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from streamjoin.core.errors import SuiteError
+from streamjoin.core.shapes import traits
 from streamjoin.core.spec import DurationMs, Kind, PipelineSpec
 
 #: Columns of the enriched (joined) output, as written by the join job.
@@ -334,7 +337,7 @@ def build_check_plan(
                 f"value in {spec.right.topic!r} (observed: the share that did)",
             )
         )
-    if joined:
+    if joined and not traits(spec.join.shape).windowed:
         checks.append(
             Check(
                 "no_duplicate_outputs",
