@@ -20,6 +20,29 @@ def encode(value: Any, fmt: Format) -> bytes | None:
     return str(value).encode()
 
 
+def output_value(value: Any, fmt: Format, what: str = "the joiner") -> Any:
+    """A join result's value as an output of ``value_format`` ``fmt`` holds it (both engines apply this).
+
+    ``json`` holds anything. ``string`` and ``long`` hold scalars, as Kafka Streams' String and Long serdes
+    do: for ``string`` a string stays itself and another scalar becomes its JSON text (``42``, ``true``);
+    ``long`` takes an integer. None stays None (a tombstone).
+
+    :raises ValueError: a value the format cannot hold (a mapping or list, or a non-integer for ``long``)
+    """
+    if value is None or fmt is Format.JSON:
+        return value
+    if isinstance(value, dict | list | tuple):
+        raise ValueError(
+            f"{what} returned {type(value).__name__} {value!r}: value_format {fmt.value!r} holds a scalar "
+            "(use value_format 'json' for a structure)"
+        )
+    if fmt is Format.STRING:
+        return value if isinstance(value, str) else json.dumps(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{what} returned {type(value).__name__} {value!r}: value_format 'long' holds an integer")
+    return value
+
+
 def decode(data: bytes | None, fmt: Format) -> Any:
     if data is None:
         return None

@@ -22,6 +22,7 @@ import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from streamjoin.core.codec import output_value
 from streamjoin.core.errors import SpecError
 from streamjoin.core.ordering import processing_order
 from streamjoin.core.records import Emitted, Record
@@ -233,6 +234,7 @@ class ReferenceEngine:
 
     def _emit(self, result: Result) -> list[Emitted]:
         value = None if result.tombstone else self.joiner(result.key, result.left, result.right)
+        value = output_value(value, self.spec.output.value_format)
         joined = Emitted(self.output_topic, result.key, value, result.ts)
         return [joined, *self._aggregate(joined)]
 

@@ -123,14 +123,20 @@ class Projection(_Model):
 class Joiner(_Model):
     """Builds the joined value. Default: a struct ``{left, right}`` of both sides' values."""
 
-    select: dict[str, str] | None = None
+    #: field -> Spark SQL expression (a struct), or one expression (a scalar value)
+    select: dict[str, str] | Annotated[str, Field(min_length=1)] | None = None
     function: DottedPath | None = None
 
     @model_validator(mode="after")
     def _at_most_one(self) -> Joiner:
         if self.select is not None and self.function is not None:
-            raise ValueError("give 'select' (field -> Spark SQL expression) or 'function', not both")
+            raise ValueError("give 'select' (field -> Spark SQL expression, or one expression) or 'function', not both")
         return self
+
+    @property
+    def builds_struct(self) -> bool:
+        """The value is a struct: the default ``{left, right}`` or a ``select`` of fields."""
+        return self.function is None and not isinstance(self.select, str)
 
     @property
     def is_default(self) -> bool:
@@ -310,6 +316,15 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
         )
     if join.key_selector is not None and not shape.key_selector:
         problems.append(("join.key_selector", join.key_selector, "no key_selector outside stream-globaltable"))
+    if spec.output.value_format is not Format.JSON and join.joiner.builds_struct:
+        problems.append(
+            (
+                "output.value_format",
+                spec.output.value_format.value,
+                "'json': the joiner builds a struct; a select of one expression or a function joiner returning "
+                "a scalar can be written as 'string' or 'long'",
+            )
+        )
     if spec.output.topic is None and spec.output.files is None and spec.aggregate is None:
         problems.append(("output", None, "an output topic or files, or an aggregate"))
     return problems

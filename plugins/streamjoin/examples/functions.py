@@ -37,6 +37,11 @@ def view_user(key: Any, value: Any) -> Any:
     return value.get("user")
 
 
+def page_length(key: Any, left: Any, right: Any) -> int:
+    """Joiner returning a scalar: the length of the viewed page's path (for a ``long`` output)."""
+    return len(left)
+
+
 def page_of(key: Any, value: Any) -> Any:
     return value["page"]
 

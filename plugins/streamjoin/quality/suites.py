@@ -291,7 +291,7 @@ def value_fields(spec: PipelineSpec, target: Target) -> list[str]:
     if target is Target.AGGREGATE:
         return []
     joiner = spec.join.joiner
-    if joiner.select is not None:
+    if isinstance(joiner.select, dict):
         return [f"value.{name}" for name in joiner.select]
     if joiner.is_default:
         return ["value.left", "value.right"]

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from streamjoin.core.errors import SpecError
 from streamjoin.core.shapes import traits
 from streamjoin.core.spec import Format, Joiner, PipelineSpec
 from streamjoin.spark.aggregate import AGG_STATE_SCHEMA, aggregate_stream
@@ -26,7 +28,7 @@ from streamjoin.spark.events import (
     with_batch_order,
     with_file_order,
 )
-from streamjoin.spark.projection import joined_value
+from streamjoin.spark.projection import is_json_text, joined_value
 from streamjoin.spark.serde import spark_type
 from streamjoin.spark.shapes import spark_shape
 from streamjoin.spark.sinks import encode_key, encode_value
@@ -88,7 +90,7 @@ def process_batch(
     new_state |= step.state
     results = step.results
     cached: tuple[DataFrame, ...] = (decoded, *step.cached)
-    results = with_joined_value(results, join.joiner)
+    results = with_joined_value(results, join.joiner, spec.output.value_format)
     dead_letters = rejected_records(decoded)
     aggregates = None
     aggregates_in_order = False
@@ -117,15 +119,32 @@ def process_batch(
     )
 
 
-def with_joined_value(results: DataFrame, joiner: Joiner) -> DataFrame:
+def with_joined_value(results: DataFrame, joiner: Joiner, fmt: Format = Format.JSON) -> DataFrame:
     """Add ``value``: the joiner's value, null for tombstones (``tomb_out``). A function joiner is only
-    called for the rows that are not tombstones."""
+    called for the rows that are not tombstones.
+
+    :param fmt: the output's ``value_format``
+    :raises SpecError: a ``select`` of one expression whose type the format cannot hold
+    """
     if joiner.function is None:
-        return results.withColumn("value", F.when(~F.col("tomb_out"), joined_value(joiner)))
-    values = results.filter(~F.col("tomb_out")).withColumn("value", joined_value(joiner))
-    value_type = values.schema["value"].dataType
-    tombstones = results.filter(F.col("tomb_out")).withColumn("value", F.lit(None).cast(value_type))
+        value = joined_value(joiner, fmt)
+        out = results.withColumn("value", F.when(~F.col("tomb_out"), value))
+        _check_scalar_type(out.schema["value"].dataType, joiner, fmt)
+        return out
+    values = results.filter(~F.col("tomb_out")).withColumn("value", joined_value(joiner, fmt))
+    field = values.schema["value"]
+    tombstones = results.filter(F.col("tomb_out")).withColumn(
+        "value", F.lit(None).cast(field.dataType).alias("value", metadata=field.metadata)
+    )
     return values.unionByName(tombstones)
+
+
+def _check_scalar_type(data_type: T.DataType, joiner: Joiner, fmt: Format) -> None:
+    if fmt is Format.LONG and not isinstance(data_type, T.IntegralType):
+        raise SpecError(
+            "<spec>", "join.joiner.select", joiner.select,
+            f"an integer expression for value_format 'long' (this one is {data_type.simpleString()})",
+        )  # fmt: skip
 
 
 def _result_letters(rejected: DataFrame, spec: PipelineSpec) -> DataFrame:
@@ -134,7 +153,7 @@ def _result_letters(rejected: DataFrame, spec: PipelineSpec) -> DataFrame:
     value_type = rejected.schema["value"].dataType
     return rejected.select(
         encode_key(F.col("key"), spec.left.key.format).alias("key"),
-        encode_value(F.col("value"), value_type, Format.JSON).alias("value"),
+        encode_value(F.col("value"), value_type, Format.JSON, json_text=is_json_text(rejected)).alias("value"),
         F.lit(spec.output.topic or "<join>").alias("topic"),
         F.col("__partition").alias("partition"),
         F.col("__offset").alias("offset"),

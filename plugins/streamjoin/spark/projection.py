@@ -1,8 +1,9 @@
 """Joiners and selectors from the spec, as Spark columns.
 
 ``select``/``expr`` projections are Spark SQL and stay in the JVM (fast). ``function`` projections call a
-Python function per row through a UDF; their results travel as JSON text, so everything downstream of a
-function joiner must be a function too.
+Python function per row through a UDF; a function joiner's results travel as JSON text (the column carries
+:data:`JSON_TEXT` in its metadata) unless the output is ``string`` or ``long``, where they are that scalar,
+so everything downstream of a function joiner must be a function too.
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import Column, Row
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from streamjoin.core.spec import Joiner, Projection
+from streamjoin.core.codec import output_value
+from streamjoin.core.spec import Format, Joiner, Projection
+
+#: Column metadata key: the string column holds JSON documents (a function joiner's results)
+JSON_TEXT = "streamjoin.json_text"
 
 
 def load_function(path: str) -> Callable[..., Any]:
@@ -37,19 +42,36 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def joined_value(joiner: Joiner) -> Column:
-    """The joined value over columns ``key``, ``left``, ``right``."""
+def joined_value(joiner: Joiner, fmt: Format = Format.JSON) -> Column:
+    """The joined value over columns ``key``, ``left``, ``right``, named ``value``; ``fmt`` is the output's
+    ``value_format`` (a function's scalar result is converted as :func:`output_value` says)."""
     if joiner.function is not None:
         fn = load_function(joiner.function)
+        what = f"joiner {joiner.function}"
+        if fmt is Format.JSON:
 
-        def call(key: Any, left: Any, right: Any) -> str | None:
-            result = fn(key, _plain(left), _plain(right))
-            return None if result is None else json.dumps(result, sort_keys=True)
+            def call(key: Any, left: Any, right: Any) -> str | None:
+                result = fn(key, _plain(left), _plain(right))
+                return None if result is None else json.dumps(result, sort_keys=True)
 
-        return F.udf(call, T.StringType())(F.col("key"), F.col("left"), F.col("right"))
+            udf = F.udf(call, T.StringType())
+            return udf(F.col("key"), F.col("left"), F.col("right")).alias("value", metadata={JSON_TEXT: True})
+
+        def scalar(key: Any, left: Any, right: Any) -> str | int | None:
+            return output_value(fn(key, _plain(left), _plain(right)), fmt, what)
+
+        udf = F.udf(scalar, T.LongType() if fmt is Format.LONG else T.StringType())
+        return udf(F.col("key"), F.col("left"), F.col("right")).alias("value")
+    if isinstance(joiner.select, str):
+        return F.expr(joiner.select).alias("value")
     if joiner.select is not None:
-        return F.struct(*[F.expr(expr).alias(name) for name, expr in joiner.select.items()])
-    return F.struct(F.col("left").alias("left"), F.col("right").alias("right"))
+        return F.struct(*[F.expr(expr).alias(name) for name, expr in joiner.select.items()]).alias("value")
+    return F.struct(F.col("left").alias("left"), F.col("right").alias("right")).alias("value")
+
+
+def is_json_text(frame: DataFrame, column: str = "value") -> bool:
+    """Whether ``frame``'s column holds JSON documents (a function joiner's results under a json output)."""
+    return bool(frame.schema[column].metadata.get(JSON_TEXT))
 
 
 def selector(projection: Projection, return_type: T.DataType) -> Column:

@@ -9,6 +9,7 @@ from pyspark.sql import types as T
 from streamjoin.core.spec import Format, Sink
 from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 from streamjoin.spark.events import ORDER
+from streamjoin.spark.projection import is_json_text
 from streamjoin.spark.serde import encode
 
 
@@ -24,11 +25,21 @@ def encode_key(key: Column, fmt: Format) -> Column:
     return key.cast("binary")
 
 
-def encode_value(value: Column, data_type: T.DataType, fmt: Format) -> Column:
-    if fmt is Format.JSON and not isinstance(data_type, (T.StructType, T.MapType, T.ArrayType)):
-        # a JSON document of a scalar: strings are already JSON text (function results) or quoted here
-        if isinstance(data_type, T.StringType):
+def encode_value(value: Column, data_type: T.DataType, fmt: Format, *, json_text: bool = False) -> Column:
+    """Value bytes as ``fmt`` declares: ``string`` UTF-8 text, ``long`` 8 bytes big-endian (Java's
+    LongSerializer), ``json`` a JSON document (a scalar too: a string is quoted, a number is its text).
+
+    :param json_text: the column already holds JSON documents (a function joiner's results)
+    """
+    structured = isinstance(data_type, (T.StructType, T.MapType, T.ArrayType))
+    if fmt is not Format.JSON and structured:
+        raise ValueError(f"value_format {fmt.value!r} holds a scalar, not {data_type.simpleString()}")
+    if fmt is Format.JSON and not structured:
+        if json_text:
             return value.cast("binary")
+        if isinstance(data_type, T.StringType):  # ["text"] -> "text": Spark's JSON quoting of a string
+            quoted = F.to_json(F.array(value))
+            return F.when(value.isNotNull(), quoted.substr(F.lit(2), F.length(quoted) - 2).cast("binary"))
         return value.cast("string").cast("binary")
     return encode(value, fmt)
 
@@ -65,7 +76,7 @@ def kafka_rows(rows: DataFrame, sink: Sink, topic: str, *, sort: bool = True) ->
         encode_key(
             F.col("key"), Format.LONG if isinstance(rows.schema["key"].dataType, T.LongType) else Format.STRING
         ).alias("key"),
-        encode_value(F.col("value"), value_type, sink.value_format).alias("value"),
+        encode_value(F.col("value"), value_type, sink.value_format, json_text=is_json_text(rows)).alias("value"),
         F.lit(topic).alias("topic"),
         F.array(_header("ts", F.col("ts"))).alias("headers"),
     )
