@@ -1,4 +1,5 @@
-"""Builds a pipeline's DAG from its spec: provision co-partitioned topics, then run the join job.
+"""Builds a pipeline's DAG from its spec: provision co-partitioned topics, then own the join job (start it,
+watch it from the triggerer, restart or alert: :class:`SuperviseStreamJoinOperator`); it is the job's one owner.
 
 DAG files call :func:`pipeline_dag`; nothing here imports pyspark, so the dag-processor parses fast.
 """
@@ -14,23 +15,28 @@ from airflow.sdk import DAG, BaseOperator, task
 
 from streamjoin.airflow.operators.provision_topics import ProvisionTopicsOperator
 from streamjoin.airflow.operators.stream_join import StreamJoinJobOperator
+from streamjoin.airflow.operators.supervise import SuperviseStreamJoinOperator
 from streamjoin.core.plans import resolve
 from streamjoin.core.spec import PipelineSpec, load_spec
+from streamjoin.core.supervision import Policy
 
 KAFKA_CONN_ID = "streamjoin_kafka_default"
 #: Where quality checks keep their Data Docs (one directory per pipeline, target, day and run)
 DATA_DOCS = "var/data_docs"
+#: restart at most 3 times in 15 minutes; alert on lag above 10k records for 5 minutes
+OWNER_POLICY = Policy(stale_after=120, lag_threshold=10_000, lag_grace=300, max_restarts=3, window=900)
 
 
 def pipeline_dag(spec_path: str, *, dag_id: str | None = None, demo: bool = False, **dag_kwargs: Any) -> DAG:
-    """A DAG that provisions the pipeline's topics and runs its join job.
+    """A DAG that provisions the pipeline's topics and owns its join job: continuous runs, each watching the job
+    for an hour from the triggerer (alerts: ``STREAMJOIN_ALERT_WEBHOOK_CONN``, an HTTP connection id).
 
     :param demo: also reset the pipeline and produce its sample data (on yesterday, UTC) before the join;
         the job then stops once the sample is processed, the day is reprocessed and its quality checked
         (its Data Docs under ``var/data_docs``), and the output's final table is reported.
     """
     spec = load_spec(resolve(spec_path))
-    dag_kwargs.setdefault("schedule", None)
+    dag_kwargs.setdefault("schedule", None if demo else "@continuous")
     dag_kwargs.setdefault("start_date", datetime(2026, 1, 1))
     dag_kwargs.setdefault("catchup", False)
     dag_kwargs.setdefault("max_active_runs", 1)
@@ -45,16 +51,22 @@ def pipeline_dag(spec_path: str, *, dag_id: str | None = None, demo: bool = Fals
         provision = ProvisionTopicsOperator(
             task_id="provision_topics", spec_path=spec_path, kafka_conn_id=KAFKA_CONN_ID
         )
-        run = StreamJoinJobOperator(
-            task_id="run_join", spec_path=spec_path, kafka_conn_id=KAFKA_CONN_ID, available_now=demo
-        )
         if demo:
+            run: BaseOperator = StreamJoinJobOperator(
+                task_id="run_join", spec_path=spec_path, kafka_conn_id=KAFKA_CONN_ID, available_now=True
+            )
             reset = reset_pipeline.override(task_id="reset_demo")(spec_path)
             produce = produce_sample.override(task_id="produce_sample")(spec_path)
             reprocess, check = _check_demo_day(spec, spec_path)
             reset >> provision >> produce >> run >> reprocess >> check >> report_outputs(spec_path)
         else:
-            provision >> run
+            from streamjoin.airflow.notifiers import quality_notifiers
+
+            alerts = quality_notifiers(webhook_conn_id=os.environ.get("STREAMJOIN_ALERT_WEBHOOK_CONN"))
+            provision >> SuperviseStreamJoinOperator(
+                task_id="own_job", spec_path=spec_path, kafka_conn_id=KAFKA_CONN_ID, policy=OWNER_POLICY,
+                watch=3600, poll=10, retries=0, on_failure_callback=alerts or None,
+            )  # fmt: skip
     return dag
 
 

@@ -27,7 +27,7 @@ from fastapi.responses import HTMLResponse
 
 from streamjoin.core.plans import checkpoint_dir, pipeline_dag_ids, resolve
 from streamjoin.core.spec import load_spec
-from streamjoin.core.supervision import Policy, assess, lag
+from streamjoin.core.supervision import Policy, observe
 from streamjoin.kafka.client_config import KafkaClientConfig
 
 PREFIX = "/streamjoin"
@@ -68,14 +68,11 @@ def job_rows(spec_paths: list[str] | None = None, *, allowed: Callable[[str], bo
                     latest[topic] = end_offsets(kafka, topic, timeout=5)
                 except Exception:
                     latest[topic] = {}
-        lags = lag(latest, (status or {}).get("end_offsets", {}))
-        health = assess(
-            alive=files.driver_alive(), stopped=files.stop_requested() or bool(supervisor.get("stopped")),
-            status=status, started_at=driver.get("started_at"), lag_by_topic=lags, now=time.time(), policy=Policy(),
-        )  # fmt: skip
+        health = observe(files, latest, time.time(), Policy())
+        lags = health.lag
         if not driver and status is None:
             state = "never started"
-        elif (supervisor.get("last") or {}).get("state") == "failed" and not files.driver_alive():
+        elif supervisor.get("gave_up_at") and not files.driver_alive():  # a crash loop: the owner gave up
             state = "failed"
         else:
             state = health.state.value

@@ -147,3 +147,11 @@ class KafkaAuthenticationError(StreamJoinError):
     def __init__(self, source: str, reason: str) -> None:
         self.source, self.reason = source, reason
         super().__init__(f"{source}: authentication to Kafka failed: {reason}; check the connection's credentials")
+
+
+class SparkSubmitError(StreamJoinError):
+    """spark-submit exited with an error (or could not start); the message ends with the last lines it printed."""
+
+    def __init__(self, name: str, returncode: int | None, tail: str) -> None:
+        self.name, self.returncode, self.tail = name, returncode, tail
+        super().__init__(f"{name}: spark-submit exited with {returncode}; last lines:\n{tail}")

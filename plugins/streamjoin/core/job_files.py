@@ -5,7 +5,9 @@ Per pipeline, in its checkpoint folder ``var/checkpoints/<name>/``:
 * ``status.json``: the job's heartbeat after every batch (see :mod:`streamjoin.spark.heartbeat`);
 * ``stop``: the stop marker, honoured by the job between batches;
 * ``driver.json``: pid, process group, start time and spark-submit log of the launched driver;
-* ``supervisor.json``: restart times, since when lag is above the threshold, last assessment;
+* ``supervisor.json``: the owner's record: restart times, lag alerts, last assessment, whether it gave up;
+* ``intent``: what the pipeline's owner is asked to do: ``run``, ``stop`` (stay stopped), ``redeploy``
+  (start again once stopped), written by the stop/redeploy DAG, read by the owner's trigger;
 * ``lease.json``: who runs the job on this checkpoint (:class:`Lease`): a second driver refuses to start;
 * ``query/``: the job's offset log (:class:`OffsetLog`): ``metadata`` (the query id), ``offsets/N`` (the end
   offsets batch N reads up to, written before it runs) and ``commits/N`` (written once its outputs and state
@@ -33,6 +35,8 @@ STOP_FILE = "stop"
 DRIVER_FILE = "driver.json"
 LEASE_FILE = "lease.json"
 SUPERVISOR_FILE = "supervisor.json"
+INTENT_FILE = "intent"
+INTENTS = ("run", "stop", "redeploy")
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -109,6 +113,23 @@ class PipelineFiles:
 
     def supervisor(self) -> dict[str, Any]:
         return _read(self.checkpoint / SUPERVISOR_FILE) or {"restarts": [], "lagging_since": None}
+
+    def intent(self) -> str:
+        """``run`` (the default), ``stop`` or ``redeploy``: see the module's list."""
+        try:
+            value = (self.checkpoint / INTENT_FILE).read_text().strip()
+        except OSError:
+            return "run"
+        return value if value in INTENTS else "run"
+
+    def set_intent(self, intent: str) -> None:
+        if intent not in INTENTS:
+            raise ValueError(f"intent {intent!r}: expected one of {', '.join(INTENTS)}")
+        write_text_atomic(self.checkpoint / INTENT_FILE, intent)
+
+    def stopped_on_purpose(self) -> bool:
+        """Asked to stop (stop DAG) or to stop after the current batch (stop marker)."""
+        return self.intent() == "stop" or self.stop_requested()
 
     def save_supervisor(self, record: dict[str, Any]) -> None:
         _write(self.checkpoint / SUPERVISOR_FILE, record)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,9 +47,15 @@ def resolve(path: str | Path, home: Path = PROJECT_HOME) -> Path:
 
 
 def pipeline_dag_ids(name: str) -> tuple[str, ...]:
-    """The DAGs of a pipeline (``dags/streamjoin_pipelines.py``, ``_supervisor.py``, ``_backfill.py``): reading
-    its rows on the Stream jobs page needs read access to every one of them."""
-    return (f"streamjoin_{name}", f"streamjoin_supervise_{name}", f"streamjoin_backfill_{name}")
+    """The DAGs of a pipeline (``dags/streamjoin_pipelines.py``, the job's one owner, and ``_backfill.py``):
+    reading its rows on the Stream jobs page needs read access to every one of them."""
+    return (f"streamjoin_{name}", f"streamjoin_backfill_{name}")
+
+
+def executor_python() -> str:
+    """The executors' Python: ``STREAMJOIN_EXECUTOR_PYTHON`` (e.g. the Spark image's ``python3`` on a
+    cluster), else ours."""
+    return os.environ.get("STREAMJOIN_EXECUTOR_PYTHON") or sys.executable
 
 
 def secrets_dir(home: Path = PROJECT_HOME) -> Path:
@@ -63,8 +70,15 @@ def checkpoint_dir(spec: PipelineSpec, home: Path = PROJECT_HOME) -> Path:
 
 @dataclass(frozen=True)
 class SubmitPlan:
-    """Everything spark-submit needs to run a pipeline's join job; application args are a list, never a
-    shell string, so values from the UI cannot reach a shell."""
+    """Everything spark-submit needs to run a job, whatever the cluster manager (the master and deploy mode
+    come from the Spark connection, see :mod:`streamjoin.core.launch`). Application args are a list, never
+    a shell string, so values from the UI cannot reach a shell.
+
+    :param executor_python: the executors' Python (:func:`executor_python`)
+    :param driver_python: the driver's Python when it runs here (client mode): ours
+    :param secrets_file: the private Kafka settings file the job deletes once read (``--kafka-config``);
+        the launcher deletes it if the job could not start
+    """
 
     name: str
     application: str
@@ -72,6 +86,32 @@ class SubmitPlan:
     jars: list[str]
     py_files: list[str] = field(default_factory=list)
     conf: dict[str, str] = field(default_factory=dict)
+    executor_python: str | None = None
+    driver_python: str | None = None
+    secrets_file: str | None = None
+
+
+def job_plan(
+    name: str,
+    application: Path,
+    args: Sequence[str],
+    kafka_args: Sequence[str],
+    spec: PipelineSpec,
+    jars: list[str],
+    *,
+    py_files: Sequence[str] = (),
+    conf: dict[str, str] | None = None,
+) -> SubmitPlan:
+    """The plan shared by every streamjoin job: Kafka arguments (``--bootstrap B`` or ``--kafka-config FILE``,
+    see ``KafkaClientConfig.job_arguments``), shuffle partitions from the spec, our Pythons."""
+    secrets = kafka_args[1] if kafka_args and kafka_args[0] == "--kafka-config" else None
+    return SubmitPlan(
+        name=name, application=str(application), application_args=[*args, *kafka_args], jars=jars,
+        py_files=list(py_files),
+        conf={"spark.sql.shuffle.partitions": str(spec.kafka.partitions), "spark.ui.showConsoleProgress": "false",
+              **(conf or {})},
+        executor_python=executor_python(), driver_python=sys.executable, secrets_file=secrets,
+    )  # fmt: skip
 
 
 def plan_submit(
@@ -82,38 +122,16 @@ def plan_submit(
     *,
     available_now: bool = False,
     home: Path = PROJECT_HOME,
-    python: str | None = None,
-    driver_python: str | None = None,
     py_files: Sequence[str] = (),
 ) -> SubmitPlan:
-    """spark-submit arguments for ``spec``'s join job.
+    """spark-submit plan of ``spec``'s streaming join job.
 
     :param kafka_args: the job's Kafka arguments, ``--bootstrap B`` or ``--kafka-config FILE``
         (``KafkaClientConfig.job_arguments``: secrets go in a private file, never on the command line)
-    :param python: the executors' Python (``spark.pyspark.python``); also the driver's unless
-        ``driver_python`` is given
     :param py_files: shipped to executors with ``--py-files`` (the :func:`package_zip` on a cluster)
     """
-    args = [
-        "--spec", str(resolve(spec_path, home)),
-        *kafka_args,
-        "--checkpoint", str(checkpoint_dir(spec, home)),
-        "--home", str(home),
-    ]  # fmt: skip
+    args = ["--spec", str(resolve(spec_path, home)), "--checkpoint", str(checkpoint_dir(spec, home)),
+            "--home", str(home)]  # fmt: skip
     if available_now:
         args.append("--available-now")
-    conf = {
-        "spark.sql.shuffle.partitions": str(spec.kafka.partitions),
-        "spark.ui.showConsoleProgress": "false",
-    }
-    if python:
-        conf["spark.pyspark.python"] = python
-        conf["spark.pyspark.driver.python"] = driver_python or python
-    return SubmitPlan(
-        name=f"streamjoin-{spec.name}",
-        application=str(home / JOB_FILE),
-        application_args=args,
-        jars=jars,
-        py_files=list(py_files),
-        conf=conf,
-    )
+    return job_plan(f"streamjoin-{spec.name}", home / JOB_FILE, args, kafka_args, spec, jars, py_files=py_files)

@@ -1,4 +1,6 @@
-"""Pure supervision decisions: health from a status record, consumer lag, restart budget in a window."""
+"""Supervision decisions: health from a status record, consumer lag, restart budget in a window, and the
+events the owner's trigger fires (:func:`watch_step`). Pure but for :func:`observe`, which reads the job files.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from streamjoin.core.job_files import PipelineFiles
 
 
 class State(StrEnum):
@@ -94,3 +98,55 @@ def may_restart(restarts: Sequence[float], now: float, policy: Policy) -> bool:
 
 def lag_alert_due(lagging_since: float | None, now: float, policy: Policy) -> bool:
     return lagging_since is not None and now - lagging_since >= policy.lag_grace
+
+
+def observe(files: PipelineFiles, latest: Mapping[str, Mapping[Any, int]], now: float, policy: Policy) -> Health:
+    """The job's health from its files and the input topics' latest offsets (``{}`` when Kafka is not
+    answering: no lag is known then)."""
+    status = files.status()
+    driver = files.driver() or {}
+    return assess(
+        alive=files.driver_alive(), stopped=files.stopped_on_purpose(), status=status,
+        started_at=driver.get("started_at"), lag_by_topic=lag(latest, (status or {}).get("end_offsets", {})),
+        now=now, policy=policy,
+    )  # fmt: skip
+
+
+class Event(StrEnum):
+    """What the owner's trigger reports (then the owning task acts)."""
+
+    DEAD = "dead"  # the driver is gone and nobody asked it to stop: restart within the budget, else alert
+    STOPPED = "stopped"  # it stopped because it was asked to: leave it stopped
+    REDEPLOY = "redeploy"  # stopped for a redeploy: start the current code again
+    LAGGING = "lagging"  # lag above the threshold for longer than the grace period: alert
+    WATCHED = "watched"  # the watch period ended without any of the above
+
+
+def watch_step(
+    health: Health,
+    intent: str,
+    *,
+    waiting: bool,
+    lagging_since: float | None,
+    now: float,
+    watch_until: float,
+    policy: Policy,
+) -> tuple[Event | None, float | None]:
+    """One poll of the owner's trigger: (the event to fire, or None to keep watching; since when lag is
+    above the threshold).
+
+    :param intent: ``run``, ``stop`` or ``redeploy`` (:meth:`PipelineFiles.intent`)
+    :param waiting: the job is meant to be down (stopped on purpose, or given up after a crash loop): only a
+        redeploy request or the end of the watch fire then
+    """
+    alive = health.state not in (State.DEAD, State.STOPPED)
+    if not alive and intent == "redeploy":
+        return Event.REDEPLOY, None
+    if waiting or not alive:
+        if waiting:
+            return (Event.WATCHED if now >= watch_until else None), None
+        return (Event.STOPPED if intent == "stop" or health.state is State.STOPPED else Event.DEAD), None
+    since = (lagging_since or now) if health.state is State.LAGGING else None
+    if lag_alert_due(since, now, policy):
+        return Event.LAGGING, since
+    return (Event.WATCHED if now >= watch_until else None), since

@@ -136,6 +136,8 @@ class StreamJob:
         self.writer = BatchWriter(spark, spec, settings)
         self.heartbeat = Heartbeat(self.files, spec.name, self.offset_log.query_id(), str(uuid.uuid4()))
         self.lease = Lease(self.files.checkpoint)
+        # a committed batch's state must be there, whole: never start from an older or empty one
+        self.writer.store.verify(at_least=self.offset_log.last_committed())
         #: (topic, partition) -> the largest timestamp processed (the batch order's state, as committed)
         self.partition_time: dict[TopicPartition, int] = {
             (row["topic"], row["__partition"]): row["max_ts"]

@@ -6,7 +6,6 @@ Values from a trigger form reach spark-submit only as separate list arguments (n
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Sequence
 from datetime import date
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 from airflow.sdk import Asset, BaseOperator
 
+from streamjoin.airflow.lineage import SpecLineageMixin
 from streamjoin.core.backfill import (
     BackfillPlan,
     RetentionFact,
@@ -22,7 +22,15 @@ from streamjoin.core.backfill import (
     partition_path,
     plan_day,
 )
-from streamjoin.core.plans import PROJECT_HOME, SubmitPlan, connector_jars, package_zip, resolve, secrets_dir
+from streamjoin.core.plans import (
+    PROJECT_HOME,
+    SubmitPlan,
+    connector_jars,
+    job_plan,
+    package_zip,
+    resolve,
+    secrets_dir,
+)
 from streamjoin.core.spec import PipelineSpec, load_spec
 from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 
@@ -46,29 +54,17 @@ def plan_reprocess(
     *,
     dry_run: bool = False,
     home: Path = PROJECT_HOME,
-    python: str | None = None,
+    py_files: Sequence[str] = (),
 ) -> SubmitPlan:
-    """spark-submit arguments of ``jobs/reprocess_day.py``, as a list (``kafka_args``: ``--bootstrap B`` or
+    """spark-submit plan of ``jobs/reprocess_day.py`` (``kafka_args``: ``--bootstrap B`` or
     ``--kafka-config FILE``, see ``KafkaClientConfig.job_arguments``)."""
-    args = ["--spec", str(resolve(spec_path, home)), *kafka_args, "--home", str(home)]
+    args = ["--spec", str(resolve(spec_path, home)), "--home", str(home)]
     for day in days:
         args += ["--day", parse_day(day).isoformat()]
     if dry_run:
         args.append("--dry-run")
-    conf = {
-        "spark.sql.shuffle.partitions": str(spec.kafka.partitions),
-        "spark.ui.showConsoleProgress": "false",
-        "spark.ui.enabled": "false",
-    }
-    if python:
-        conf |= {"spark.pyspark.python": python, "spark.pyspark.driver.python": python}
-    return SubmitPlan(
-        name=f"streamjoin-reprocess-{spec.name}",
-        application=str(home / REPROCESS_JOB),
-        application_args=args,
-        jars=jars,
-        conf=conf,
-    )
+    return job_plan(f"streamjoin-reprocess-{spec.name}", home / REPROCESS_JOB, args, kafka_args, spec, jars,
+                    py_files=py_files, conf={"spark.ui.enabled": "false"})  # fmt: skip
 
 
 def retention_facts(kafka: KafkaTarget, topics: Iterable[str], timeout: float = 10.0) -> dict[str, RetentionFact]:
@@ -94,7 +90,7 @@ def retention_facts(kafka: KafkaTarget, topics: Iterable[str], timeout: float = 
     return facts
 
 
-class ReprocessDayOperator(BaseOperator):
+class ReprocessDayOperator(SpecLineageMixin, BaseOperator):
     """Recompute one past day of a pipeline with the streaming job's code and publish it atomically under
     ``<output files>/daily/date=D/``; emits an asset event (extra: pipeline, day, path) unless ``dry_run``.
 
@@ -118,37 +114,22 @@ class ReprocessDayOperator(BaseOperator):
         super().__init__(**kwargs)
         self.spec_path, self.day, self.count_only = spec_path, day, dry_run
         self.kafka_conn_id, self.spark_conn_id = kafka_conn_id, spark_conn_id
-        self._hook: Any = None
+        self._launcher: Any = None
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
         from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
+        from streamjoin.airflow.launcher import SparkJobLauncher, spark_target
 
         spec = load_spec(resolve(self.spec_path))
         dry_run = bool(self.count_only) and str(self.count_only).lower() not in ("false", "0")
         plan: BackfillPlan = plan_day(spec, self.day)
         kafka = StreamJoinKafkaHook(self.kafka_conn_id).checked_config()
         check_retention(plan, retention_facts(kafka, [r.topic for r in plan.reads]))
-        kafka_args = kafka.job_arguments(secrets_dir())
-        try:
-            submit = plan_reprocess(
-                spec, self.spec_path, kafka_args, [plan.day], connector_jars(), dry_run=dry_run, python=sys.executable
-            )
-            self.log.info("reprocessing %s %s: %s %s", spec.name, plan.day, submit.application, submit.application_args)
-            self._hook = SparkSubmitHook(
-                conf=submit.conf,
-                conn_id=self.spark_conn_id,
-                jars=",".join(submit.jars),
-                py_files=str(package_zip()),  # executors on a cluster import streamjoin from it
-                name=submit.name,
-                application_args=submit.application_args,
-                env_vars={"PYSPARK_PYTHON": sys.executable},
-            )
-            self._hook.submit(submit.application)
-        finally:  # the job deletes it once read; not if it failed before
-            if kafka_args[0] == "--kafka-config":
-                Path(kafka_args[1]).unlink(missing_ok=True)
+        submit = plan_reprocess(spec, self.spec_path, kafka.job_arguments(secrets_dir()), [plan.day], connector_jars(),
+                                dry_run=dry_run, py_files=[str(package_zip())])  # fmt: skip
+        self.log.info("reprocessing %s %s", spec.name, plan.day)
+        self._launcher = SparkJobLauncher(submit, spark_target(self.spark_conn_id))
+        self._launcher.run(self.log)
         outcome: dict[str, Any] = {"pipeline": spec.name, "day": plan.day.isoformat(), "dry_run": dry_run}
         if dry_run or spec.output.files is None:
             self.log.info("progress: %s %s done (dry run: nothing written)", spec.name, plan.day)
@@ -169,5 +150,5 @@ class ReprocessDayOperator(BaseOperator):
         return outcome
 
     def on_kill(self) -> None:
-        if self._hook is not None:
-            self._hook.on_kill()
+        if self._launcher is not None:
+            self._launcher.kill()

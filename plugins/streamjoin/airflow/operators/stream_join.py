@@ -1,20 +1,20 @@
-"""Launch a pipeline's streaming join job through the Spark provider's spark-submit hook."""
+"""Run a pipeline's streaming join job attached (until it stops: ``available_now`` for demos and catch-up).
+The long-running job is owned by :class:`~streamjoin.airflow.operators.supervise.SuperviseStreamJoinOperator`."""
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from streamjoin.airflow.lineage import SpecLineageMixin
 from streamjoin.core.plans import connector_jars, package_zip, plan_submit, resolve, secrets_dir
 from streamjoin.core.spec import load_spec
 
 
-class StreamJoinJobOperator(BaseOperator):
-    """Submit ``jobs/stream_join.py`` for a pipeline spec.
+class StreamJoinJobOperator(SpecLineageMixin, BaseOperator):
+    """Submit ``jobs/stream_join.py`` for a pipeline spec through the one launcher and wait for it.
 
     The master comes from the Spark connection (``local[*]``, ``spark://``, ``yarn``, ``k8s://``): moving
     to a cluster changes the connection only. The job's progress lines appear in this task's log.
@@ -41,36 +41,21 @@ class StreamJoinJobOperator(BaseOperator):
         self.kafka_conn_id = kafka_conn_id
         self.spark_conn_id = spark_conn_id
         self.available_now = available_now
-        self._hook: Any = None
+        self._launcher: Any = None
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
         from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
+        from streamjoin.airflow.launcher import SparkJobLauncher, spark_target
 
         spec = load_spec(resolve(self.spec_path))
         kafka = StreamJoinKafkaHook(self.kafka_conn_id).checked_config()
-        kafka_args = kafka.job_arguments(secrets_dir())  # the job deletes the file once read
-        # Executors import streamjoin from the shipped zip; their Python may differ from ours on a cluster
-        # (STREAMJOIN_EXECUTOR_PYTHON, e.g. the Spark image's python3 in docker-compose.yaml).
-        plan = plan_submit(
-            spec, self.spec_path, kafka_args, connector_jars(), available_now=self.available_now,
-            python=os.environ.get("STREAMJOIN_EXECUTOR_PYTHON") or sys.executable, driver_python=sys.executable,
-            py_files=[str(package_zip())],
-        )  # fmt: skip
-        self.log.info("submitting %s: %s %s", plan.name, plan.application, " ".join(plan.application_args))
-        self._hook = SparkSubmitHook(
-            conf=plan.conf,
-            conn_id=self.spark_conn_id,
-            jars=",".join(plan.jars),
-            py_files=",".join(plan.py_files) or None,
-            name=plan.name,
-            application_args=plan.application_args,
-            env_vars={"PYSPARK_PYTHON": sys.executable},
-        )
-        self._hook.submit(plan.application)
+        # executors import streamjoin from the shipped zip (their Python: STREAMJOIN_EXECUTOR_PYTHON)
+        plan = plan_submit(spec, self.spec_path, kafka.job_arguments(secrets_dir()), connector_jars(),
+                           available_now=self.available_now, py_files=[str(package_zip())])  # fmt: skip
+        self._launcher = SparkJobLauncher(plan, spark_target(self.spark_conn_id))
+        self._launcher.run(self.log)
         return {"pipeline": spec.name, "available_now": self.available_now}
 
     def on_kill(self) -> None:
-        if self._hook is not None:
-            self._hook.on_kill()
+        if self._launcher is not None:
+            self._launcher.kill()

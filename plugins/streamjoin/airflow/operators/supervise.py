@@ -1,33 +1,33 @@
-"""Own a long-running streaming join from Airflow: launch it detached, supervise it, stop/redeploy it.
+"""The one owner of a pipeline's streaming job: start it, watch it from the triggerer, restart or alert;
+and the stop/redeploy request.
 
-The driver (spark-submit, client mode) runs in its own session, detached from the task; its pid and log
-are recorded in ``<checkpoint>/driver.json``. Liveness is the driver process (local and client mode:
-the Airflow worker must be the machine that launched it); freshness and lag come from the job's
-``status.json`` heartbeat and the input topics' end offsets.
+The driver (spark-submit, client mode) runs detached in its own session; its pid and log are in
+``<checkpoint>/driver.json`` (:mod:`streamjoin.core.job_files`). Between checks the owning task is
+deferred to :class:`~streamjoin.airflow.triggers.StreamJobTrigger` and holds no worker slot. Liveness is
+the driver process (the triggerer must run on the machine that launched it, as the worker did), freshness
+and lag come from the job's ``status.json`` and the input topics' end offsets.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
 
+from streamjoin.airflow.launcher import SparkJobLauncher, spark_target, stop_driver
 from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.plans import checkpoint_dir, connector_jars, package_zip, plan_submit, resolve, secrets_dir
 from streamjoin.core.spec import PipelineSpec, load_spec
-from streamjoin.core.supervision import Health, Policy, State, assess, lag, lag_alert_due, may_restart
-from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
+from streamjoin.core.supervision import Event, Health, Policy, lag_alert_due, may_restart, observe
+from streamjoin.kafka.client_config import KafkaClientConfig
 
 
-class StreamJobFailure(Exception):
-    """The job cannot be kept running (crash loop) or lags beyond its grace period."""
+class StreamJobFailure(AirflowFailException):
+    """The job cannot be kept running (crash loop) or lags beyond its grace period: alert, no retry."""
 
 
 def pipeline_files(spec: PipelineSpec) -> PipelineFiles:
@@ -37,75 +37,19 @@ def pipeline_files(spec: PipelineSpec) -> PipelineFiles:
 def launch_job(
     spec_path: str, spec: PipelineSpec, kafka: KafkaClientConfig, spark_conn_id: str, log: Any
 ) -> dict[str, Any]:
-    """spark-submit through the Spark provider's hook, detached; returns the driver record. The job gets the
-    Kafka settings in a private file it deletes once read (never on its command line)."""
-    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
+    """Start the job detached through the one launcher; returns the driver record. The job gets the Kafka
+    settings in a private file it deletes once read (never on its command line)."""
     files = pipeline_files(spec)
-    python = os.environ.get("STREAMJOIN_EXECUTOR_PYTHON") or sys.executable
-    plan = plan_submit(
-        spec, spec_path, kafka.job_arguments(secrets_dir()), connector_jars(), python=python,
-        driver_python=sys.executable, py_files=[str(package_zip())],
-    )  # fmt: skip
-    hook = SparkSubmitHook(
-        conf=plan.conf, conn_id=spark_conn_id, jars=",".join(plan.jars), py_files=",".join(plan.py_files) or None,
-        name=plan.name, application_args=plan.application_args,
-    )  # fmt: skip
-    command = hook._build_spark_submit_command(plan.application)
-    files.clear_stop()
-    files.checkpoint.mkdir(parents=True, exist_ok=True)
-    log_path = files.checkpoint / "driver.log"
-    with open(log_path, "ab") as out:
-        process = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-        )  # fmt: skip
-    files.save_supervisor({**files.supervisor(), "stopped": False})
-    record = files.record_driver(process.pid, os.getpgid(process.pid), str(log_path), plan.name)
-    log.info("launched %s detached: pid %s, log %s", plan.name, process.pid, log_path)
-    return record
+    files.clear_stop()  # a stop marker left over would stop the new driver after its first batch
+    plan = plan_submit(spec, spec_path, kafka.job_arguments(secrets_dir()), connector_jars(),
+                       py_files=[str(package_zip())])  # fmt: skip
+    return SparkJobLauncher(plan, spark_target(spark_conn_id)).start_detached(files, log)
 
 
-def stop_job(spec: PipelineSpec, log: Any, timeout: float = 60.0) -> bool:
-    """Graceful stop: the stop marker (the job stops after its current batch), then SIGTERM, then SIGKILL
-    of the driver's process group. True when a driver was running."""
-    files = pipeline_files(spec)
-    driver = files.driver()
-    if not driver or not files.driver_alive():
-        log.info("%s: no driver running", spec.name)
-        return False
-    files.request_stop()
-    deadline = time.monotonic() + timeout
-    while files.driver_alive() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if not files.driver_alive():
-            break
-        log.warning("%s did not stop in %.0fs: sending %s", spec.name, timeout, sig.name)
-        try:
-            os.killpg(int(driver["pgid"]), sig)
-        except ProcessLookupError:
-            break
-        time.sleep(5)
-    files.clear_stop()
-    files.save_supervisor({**files.supervisor(), "stopped": True})
-    log.info("%s stopped", spec.name)
-    return True
-
-
-def assess_job(spec: PipelineSpec, kafka: KafkaTarget, policy: Policy, now: float | None = None) -> Health:
+def _latest(spec: PipelineSpec, kafka: KafkaClientConfig) -> dict[str, dict[int, int]]:
     from streamjoin.kafka.clients import end_offsets
 
-    files = pipeline_files(spec)
-    status = files.status()
-    latest = {t: end_offsets(kafka, t) for t in sorted({i.topic for i in spec.inputs.values()})}
-    driver = files.driver() or {}
-    stopped = files.stop_requested() or bool(files.supervisor().get("stopped"))
-    return assess(
-        alive=files.driver_alive(), stopped=stopped, status=status,
-        started_at=driver.get("started_at"), lag_by_topic=lag(latest, (status or {}).get("end_offsets", {})),
-        now=time.time() if now is None else now, policy=policy,
-    )  # fmt: skip
+    return {t: end_offsets(kafka, t) for t in sorted({i.topic for i in spec.inputs.values()})}
 
 
 class _PipelineOperator(BaseOperator):
@@ -127,76 +71,111 @@ class _PipelineOperator(BaseOperator):
 
 
 class SuperviseStreamJoinOperator(_PipelineOperator):
-    """Check the pipeline's job every ``poll`` seconds for ``watch`` seconds (0: once): start it when no
-    driver ran yet, restart a dead one from its checkpoint within the restart budget, fail (and so alert
-    through ``on_failure_callback``) on a crash loop or on lag above the threshold beyond the grace period.
-    A job stopped on purpose is left stopped. The job's progress lines appear in this task's log."""
+    """Own the pipeline's streaming job: start it unless it runs (or was stopped on purpose, or given up
+    after a crash loop), then watch it for ``watch`` seconds, deferred to :class:`StreamJobTrigger`: restart
+    a dead driver from its checkpoint within the restart budget, start it again on a redeploy request, and
+    fail (alerting through ``on_failure_callback``) on a crash loop or on lag above the threshold beyond
+    the grace period. ``watch=0``: one check, no deferral (returns the job's state).
 
-    def __init__(self, *, policy: Policy | None = None, watch: float = 0.0, poll: float = 5.0, **kwargs: Any) -> None:
+    :param policy: thresholds and restart budget
+    :param watch: seconds per deferral; the task succeeds when a watch ends with nothing to do
+    :param poll: seconds between the trigger's checks
+    """
+
+    def __init__(self, *, policy: Policy | None = None, watch: float = 0.0, poll: float = 10.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.policy, self.watch, self.poll = policy or Policy(), watch, poll
-        self._log_pos = 0
 
     def execute(self, context: Any) -> dict[str, Any]:
         spec, kafka = self._setup()
         files = pipeline_files(spec)
-        deadline = time.monotonic() + self.watch
-        while True:
-            health = self.check_once(spec, kafka, files)
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(self.poll)
-        return {"pipeline": spec.name, "state": health.state.value, "reason": health.reason, "lag": health.lag,
-                "restarts": len(files.supervisor()["restarts"])}  # fmt: skip
+        if files.driver_alive():
+            self.log.info("%s runs (pid %s): watching it", spec.name, (files.driver() or {}).get("pid"))
+        elif files.intent() == "redeploy" or not self._meant_down(files):
+            self._start(spec, kafka, files, restart=files.driver() is not None and files.intent() != "redeploy")
+        return self._watch(spec, kafka, files)
 
-    def check_once(self, spec: PipelineSpec, kafka: KafkaClientConfig, files: PipelineFiles) -> Health:
-        now = time.time()
-        health = assess_job(spec, kafka, self.policy, now)
-        self._tail_progress(files)
+    def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        """The trigger fired: act on its event, then watch again (or end)."""
+        spec, kafka = self._setup(check=False)
+        files = pipeline_files(spec)
+        kind = Event(event["event"])
+        self.log.info("%s: %s (%s), lag %s", spec.name, kind.value, event["reason"], event["lag"])
         record = files.supervisor()
-        self.log.info("%s: %s (%s), lag %s", spec.name, health.state.value, health.reason, health.lag)
-        if health.state is State.DEAD:
-            if files.driver() is not None and not may_restart(record["restarts"], now, self.policy):
+        record["last"] = {"state": event["state"], "reason": event["reason"], "lag": event["lag"], "at": event["at"]}
+        record["lagging_since"] = event.get("lagging_since")
+        files.save_supervisor(record)
+        if kind is Event.LAGGING:
+            record["lagging_since"] = time.time()  # the next alert comes after another grace period
+            files.save_supervisor(record)
+            raise StreamJobFailure(f"{spec.name}: lag {sum(event['lag'].values())} above "
+                                   f"{self.policy.lag_threshold} for {self.policy.lag_grace:.0f}s or more")  # fmt: skip
+        if kind in (Event.DEAD, Event.REDEPLOY):
+            kafka = self._setup()[1]  # checked: a changed password fails here, not in the driver
+            self._start(spec, kafka, files, restart=kind is Event.DEAD)
+            return self._watch(spec, kafka, files)
+        return self._report(spec, files, None, kind.value)
+
+    def _meant_down(self, files: PipelineFiles) -> bool:
+        return files.stopped_on_purpose() or bool(files.supervisor().get("gave_up_at"))
+
+    def _start(self, spec: PipelineSpec, kafka: KafkaClientConfig, files: PipelineFiles, *, restart: bool) -> None:
+        """Launch the driver; a restart counts against the budget, and past it the owner gives up (alerts)."""
+        now = time.time()
+        record = files.supervisor()
+        if restart:
+            if not may_restart(record["restarts"], now, self.policy):
+                record["gave_up_at"] = now
                 record["last"] = {"state": "failed", "reason": "crash loop", "at": now}
                 files.save_supervisor(record)
                 raise StreamJobFailure(
-                    f"{spec.name}: died {len(record['restarts'])} times within {self.policy.window:.0f}s "
-                    f"(limit {self.policy.max_restarts}); not restarting"
+                    f"{spec.name}: died {len(record['restarts']) + 1} times within {self.policy.window:.0f}s "
+                    f"(restart limit {self.policy.max_restarts}); not restarting until a redeploy"
                 )
-            if files.driver() is not None:
-                record["restarts"] = [*record["restarts"], now]
-                self.log.warning("%s: restarting from checkpoint %s", spec.name, files.checkpoint)
-            launch_job(self.spec_path, spec, kafka, self.spark_conn_id, self.log)
-            self._log_pos = 0
-        if health.state is State.LAGGING:
-            record["lagging_since"] = record.get("lagging_since") or now
-        else:
-            record["lagging_since"] = None
-        record["last"] = {"state": health.state.value, "reason": health.reason, "lag": health.lag, "at": now}
+            record["restarts"] = [*record["restarts"], now]
+            self.log.warning("%s: restarting from checkpoint %s", spec.name, files.checkpoint)
+        record.pop("gave_up_at", None)
+        files.set_intent("run")
+        launch_job(self.spec_path, spec, kafka, self.spark_conn_id, self.log)
         files.save_supervisor(record)
-        if lag_alert_due(record["lagging_since"], now, self.policy):
-            raise StreamJobFailure(f"{spec.name}: lag {health.total_lag} above {self.policy.lag_threshold} "
-                                   f"for {now - record['lagging_since']:.0f}s")  # fmt: skip
-        return health
 
-    def _tail_progress(self, files: PipelineFiles) -> None:
+    def _watch(self, spec: PipelineSpec, kafka: KafkaClientConfig, files: PipelineFiles) -> dict[str, Any]:
+        from streamjoin.airflow.triggers import StreamJobTrigger, policy_kwargs
+
+        record = files.supervisor()
+        if self.watch <= 0:
+            now = time.time()
+            health = observe(files, _latest(spec, kafka), now, self.policy)
+            record["lagging_since"] = (record.get("lagging_since") or now) if health.state.value == "lagging" else None
+            record["last"] = {"state": health.state.value, "reason": health.reason, "lag": health.lag, "at": now}
+            files.save_supervisor(record)
+            if lag_alert_due(record["lagging_since"], now, self.policy):
+                raise StreamJobFailure(f"{spec.name}: lag {health.total_lag} above {self.policy.lag_threshold}")
+            return self._report(spec, files, health, health.state.value)
+        trigger = StreamJobTrigger(
+            checkpoint=str(files.checkpoint), topics=sorted({i.topic for i in spec.inputs.values()}),
+            kafka_conn_id=self.kafka_conn_id, policy=policy_kwargs(self.policy), watch_until=time.time() + self.watch,
+            poll=self.poll, waiting=not files.driver_alive() and self._meant_down(files),
+            lagging_since=record.get("lagging_since"),
+        )  # fmt: skip
+        self.defer(trigger=trigger, method_name="resume")
+
+    def _report(self, spec: PipelineSpec, files: PipelineFiles, health: Health | None, state: str) -> dict[str, Any]:
+        last = files.supervisor()
         driver = files.driver() or {}
-        path = Path(driver.get("log", files.checkpoint / "driver.log"))
-        try:
-            with open(path, "rb") as handle:
-                handle.seek(self._log_pos)
-                chunk = handle.read()
-                self._log_pos = handle.tell()
-        except OSError:
-            return
-        for line in chunk.decode(errors="replace").splitlines():
-            if line.startswith("streamjoin ") or "Exception" in line:
-                self.log.info("job: %s", line[:500])
+        return {"pipeline": spec.name, "state": state, "reason": health.reason if health else last["last"]["reason"],
+                "lag": health.lag if health else last["last"]["lag"], "restarts": len(last["restarts"]),
+                "driver_pid": driver.get("pid"), "alive": files.driver_alive()}  # fmt: skip
+
+    def on_kill(self) -> None:
+        """Killing the owner stops the job it owns (while deferred, the trigger's ``on_kill`` does)."""
+        stop_driver(pipeline_files(load_spec(resolve(self.spec_path))), self.log)
 
 
 class StopStreamJoinOperator(_PipelineOperator):
-    """Stop the pipeline's job gracefully; with ``redeploy`` start it again from the same checkpoint
-    (the new code/spec of this deployment). ``redeploy`` is templated (native rendering: a bool)."""
+    """Stop the pipeline's job gracefully (after its current batch; SIGTERM/SIGKILL after ``timeout``). With
+    ``redeploy`` the owner (the pipeline's DAG) starts it again from the same checkpoint with the current
+    code and spec; without, it stays stopped until a redeploy. ``redeploy`` is templated (a bool)."""
 
     template_fields: Sequence[str] = (*_PipelineOperator.template_fields, "redeploy")
 
@@ -206,7 +185,11 @@ class StopStreamJoinOperator(_PipelineOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         redeploy = self.redeploy if isinstance(self.redeploy, bool) else str(self.redeploy).lower() == "true"
-        spec, kafka = self._setup(check=redeploy)  # stopping needs no Kafka
-        was_running = stop_job(spec, self.log, self.timeout)
-        driver = launch_job(self.spec_path, spec, kafka, self.spark_conn_id, self.log) if redeploy else None
-        return {"pipeline": spec.name, "was_running": was_running, "driver": driver}
+        spec = load_spec(resolve(self.spec_path))
+        files = pipeline_files(spec)
+        files.set_intent("redeploy" if redeploy else "stop")  # first: the owner must not take the stop for a death
+        was_running = stop_driver(files, self.log, self.timeout)
+        then = f"the owner (DAG streamjoin_{spec.name}) starts it again" if redeploy else "it stays stopped"
+        self.log.info("%s %s; %s", spec.name, "stopped" if was_running else "was not running", then)
+        return {"pipeline": spec.name, "was_running": was_running, "intent": files.intent(),
+                "log": str(Path(files.checkpoint) / "driver.log")}  # fmt: skip

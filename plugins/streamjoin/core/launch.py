@@ -1,0 +1,147 @@
+"""spark-submit command lines from a :class:`~streamjoin.core.plans.SubmitPlan`, one small strategy per
+cluster manager (as the Spark provider's hook differs per master), chosen by the master URL.
+
+What differs between cluster managers is how the driver's and executors' Python and environment reach
+them and which extra arguments the manager takes; the rest of the command is the plan's. Pure: no
+process is started here (:mod:`streamjoin.airflow.launcher` does that).
+"""
+
+from __future__ import annotations
+
+from abc import ABC
+from dataclasses import dataclass
+from typing import ClassVar
+
+from streamjoin.core.plans import SubmitPlan
+
+
+@dataclass(frozen=True)
+class SparkTarget:
+    """Where jobs go: what the Spark connection says (master URL, deploy mode, YARN queue, Kubernetes
+    namespace, spark-submit binary)."""
+
+    master: str
+    deploy_mode: str = "client"
+    queue: str | None = None
+    namespace: str | None = None
+    binary: str = "spark-submit"
+
+
+class ClusterManager(ABC):
+    """The part of a spark-submit command that depends on the cluster manager."""
+
+    #: the master URL prefix this manager handles
+    prefix: ClassVar[str]
+
+    def __init__(self, target: SparkTarget) -> None:
+        if target.deploy_mode not in ("client", "cluster"):
+            raise ValueError(f"deploy mode {target.deploy_mode!r}: expected client or cluster")
+        self.target = target
+
+    @property
+    def driver_is_local(self) -> bool:
+        """The driver is a process of this host (client mode): it can be supervised by its pid."""
+        return self.target.deploy_mode == "client"
+
+    def driver_python(self, plan: SubmitPlan) -> str | None:
+        """The driver's Python: ours in client mode, the executors' in cluster mode (it runs there)."""
+        return plan.driver_python if self.driver_is_local else plan.executor_python
+
+    def conf(self, plan: SubmitPlan) -> dict[str, str]:
+        """Spark properties for the Pythons, beside the plan's own."""
+        conf: dict[str, str] = {}
+        if plan.executor_python:
+            conf["spark.pyspark.python"] = plan.executor_python
+        if driver := self.driver_python(plan):
+            conf["spark.pyspark.driver.python"] = driver
+        return conf
+
+    def env(self, plan: SubmitPlan) -> dict[str, str]:
+        """Environment of the spark-submit process (the driver's too in client mode)."""
+        driver = self.driver_python(plan)
+        return {"PYSPARK_PYTHON": driver} if driver and self.driver_is_local else {}
+
+    def extra_args(self) -> list[str]:
+        return []
+
+    def command(self, plan: SubmitPlan) -> list[str]:
+        """The full spark-submit command, a list (values never reach a shell)."""
+        cmd = [self.target.binary, "--master", self.target.master, "--deploy-mode", self.target.deploy_mode]
+        cmd += ["--name", plan.name, *self.extra_args()]
+        for key, value in sorted((plan.conf | self.conf(plan)).items()):
+            cmd += ["--conf", f"{key}={value}"]
+        if plan.jars:
+            cmd += ["--jars", ",".join(plan.jars)]
+        if plan.py_files:
+            cmd += ["--py-files", ",".join(plan.py_files)]
+        return [*cmd, plan.application, *plan.application_args]
+
+
+class Local(ClusterManager):
+    """``local[N]``: driver and executors are one process of this host, so the executors' Python is the
+    driver's (an executor Python meant for a cluster's image does not exist here)."""
+
+    prefix = "local"
+
+    def __init__(self, target: SparkTarget) -> None:
+        if target.deploy_mode != "client":
+            raise ValueError(f"master {target.master}: local mode runs the driver here (deploy mode client)")
+        super().__init__(target)
+
+    def conf(self, plan: SubmitPlan) -> dict[str, str]:
+        python = plan.driver_python or plan.executor_python
+        return {"spark.pyspark.python": python, "spark.pyspark.driver.python": python} if python else {}
+
+
+class Standalone(ClusterManager):
+    """``spark://host:port``: Spark's own cluster manager; the Pythons go as Spark properties."""
+
+    prefix = "spark://"
+
+
+class Yarn(ClusterManager):
+    """``yarn``: the queue from the connection; in cluster mode the driver's Python goes through the
+    application master's environment."""
+
+    prefix = "yarn"
+
+    def extra_args(self) -> list[str]:
+        return ["--queue", self.target.queue] if self.target.queue else []
+
+    def conf(self, plan: SubmitPlan) -> dict[str, str]:
+        conf = super().conf(plan)
+        if plan.executor_python:
+            conf["spark.executorEnv.PYSPARK_PYTHON"] = plan.executor_python
+            if not self.driver_is_local:
+                conf["spark.yarn.appMasterEnv.PYSPARK_PYTHON"] = plan.executor_python
+        return conf
+
+
+class Kubernetes(ClusterManager):
+    """``k8s://https://host:port``: the namespace from the connection; the Pythons are the image's."""
+
+    prefix = "k8s://"
+
+    def conf(self, plan: SubmitPlan) -> dict[str, str]:
+        conf = super().conf(plan)
+        if self.target.namespace:
+            conf["spark.kubernetes.namespace"] = self.target.namespace
+        if plan.executor_python:
+            conf["spark.executorEnv.PYSPARK_PYTHON"] = plan.executor_python
+            conf["spark.kubernetes.driverEnv.PYSPARK_PYTHON"] = self.driver_python(plan) or plan.executor_python
+        return conf
+
+
+MANAGERS: tuple[type[ClusterManager], ...] = (Local, Standalone, Yarn, Kubernetes)
+
+
+def cluster_manager(target: SparkTarget) -> ClusterManager:
+    """The strategy for ``target``'s master URL.
+
+    :raises ValueError: a master no strategy handles (naming the ones that exist)
+    """
+    for manager in MANAGERS:
+        if target.master.startswith(manager.prefix):
+            return manager(target)
+    known = ", ".join(m.prefix for m in MANAGERS)
+    raise ValueError(f"Spark master {target.master!r}: expected one of {known}")
