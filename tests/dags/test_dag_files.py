@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -93,12 +94,41 @@ def _per_key(rows: list[tuple[str, Any, Any, int]]) -> dict[tuple[str, Any], lis
     return grouped
 
 
+def _assert_lineage(lineage_file: Path, spec: Any, bootstrap: str, day: str) -> None:
+    """The OpenLineage provider's file transport got, for the join job and the reprocessed day, a START and a
+    COMPLETE event naming the spec's topics and files, and the join as a job facet."""
+    from streamjoin.core.plans import resolve
+
+    events = [json.loads(line) for line in lineage_file.read_text().splitlines() if line.strip()]
+    by_task: dict[str, dict[str, Any]] = {}
+    for event in events:
+        task = event["job"]["name"].rsplit(".", 1)[-1]
+        by_task.setdefault(task, {})[event["eventType"]] = event
+    kafka = f"kafka://{bootstrap}"
+    topics = {(kafka, inp.topic) for inp in spec.inputs.values()}
+    files = resolve(spec.output.files.path)
+    for task, outputs in {
+        "run_join": {(kafka, str(spec.output.topic)), (kafka, spec.dead_letter_topic), ("file", str(files))},
+        "reprocess_day": {("file", str(files / "daily" / f"date={day}"))},
+    }.items():
+        assert {"START", "COMPLETE"} <= set(by_task.get(task, {})), (task, sorted(by_task))
+        complete = by_task[task]["COMPLETE"]
+        assert {(d["namespace"], d["name"]) for d in complete["inputs"]} == topics
+        assert outputs <= {(d["namespace"], d["name"]) for d in complete["outputs"]}
+        facet = complete["job"]["facets"]["streamjoin_join"]
+        declared = (spec.name, spec.join.shape.value, spec.join.kind.value)
+        assert (facet["pipeline"], facet["shape"], facet["kind"]) == declared
+        assert facet["join"]["left"]["topic"] == spec.left.topic and facet["join"]["right"]["topic"] == spec.right.topic
+    assert by_task["run_join"]["COMPLETE"]["job"]["facets"]["streamjoin_join"]["processing"] == "streaming"
+    assert by_task["reprocess_day"]["COMPLETE"]["job"]["facets"]["streamjoin_join"]["processing"] == "batch"
+
+
 @pytest.mark.airflow
 @pytest.mark.kafka
 @pytest.mark.spark
 @pytest.mark.parametrize("pipeline", list(REFERENCE_FUNCTIONS))
 def test_demo_dag_writes_what_the_semantics_imply_and_its_day_passes_its_quality_check(
-    pipeline: str, kafka_bootstrap: str
+    pipeline: str, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     from streamjoin.core.backfill import DAY_MS, day_start_ms
     from streamjoin.core.codec import decode
@@ -111,9 +141,12 @@ def test_demo_dag_writes_what_the_semantics_imply_and_its_day_passes_its_quality
     spec = load_spec(PROJECT_HOME / "include" / "pipelines" / f"{pipeline}.yaml")
     host, port = kafka_bootstrap.split(":")
     conn = json.dumps({"conn_type": "streamjoin_kafka", "host": host, "port": int(port)})
+    lineage_file = tmp_path / "openlineage.jsonl"
+    transport = json.dumps({"type": "file", "log_file_path": str(lineage_file), "append": True})
     out = _python(
         RUN, str(PROJECT_HOME / "dags"), f"streamjoin_{pipeline}_demo", timeout=900,
-        env={"AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT": conn},
+        env={"AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT": conn, "AIRFLOW__OPENLINEAGE__TRANSPORT": transport,
+             "AIRFLOW__OPENLINEAGE__NAMESPACE": "streamjoin-test"},
     )  # fmt: skip
     result = json.loads(next(line for line in out.splitlines() if line.startswith("RESULT "))[7:])
     assert result["state"] == "success", result
@@ -137,6 +170,7 @@ def test_demo_dag_writes_what_the_semantics_imply_and_its_day_passes_its_quality
             got.append((sink.topic, decode(record.key, Format.STRING), decode(record.value, sink.value_format), ts))
     expected = [(e.topic, e.key, e.value, e.ts) for e in _expected_outputs(spec) if e.topic != spec.dead_letter_topic]
     assert expected and _per_key(got) == _per_key(expected), f"expected {expected}\n   got {got}"
+    _assert_lineage(lineage_file, spec, kafka_bootstrap, check.day)
     if pipeline == "clicks_per_region":
         assert {k: v[-1][0] for (t, k), v in _per_key(got).items() if t == "clicks-per-region"} == EXPECTED_TOTALS
         dead = consume_all(kafka_bootstrap, "clicks-per-region-dlq", timeout=30)

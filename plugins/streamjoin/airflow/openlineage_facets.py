@@ -1,0 +1,54 @@
+""":class:`~streamjoin.airflow.lineage.SpecLineage` as the OpenLineage provider's ``OperatorLineage``.
+
+Imports the provider: only the operators' OpenLineage methods import this module.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import attr
+from airflow.providers.openlineage.extractors import OperatorLineage
+from openlineage.client.event_v2 import Dataset
+from openlineage.client.facet_v2 import JobFacet
+
+from streamjoin.airflow.lineage import SpecLineage
+
+#: _schemaURL of the join facet: a URN (no schema is published; the fields are those of lineage.join_facts)
+JOIN_FACET_SCHEMA = "urn:streamjoin:facets:StreamJoinJobFacet:1-0-0"
+
+
+@attr.define
+class StreamJoinJobFacet(JobFacet):
+    """The join a task runs, as the spec declares it (``streamjoin_join`` in the job's facets)."""
+
+    pipeline: str
+    shape: str
+    kind: str
+    #: ``streaming`` (the continuous job) or ``batch`` (a reprocessed day)
+    processing: str
+    join: dict[str, Any]
+
+    _additional_skip_redact: ClassVar[list[str]] = ["pipeline", "shape", "kind", "processing", "join"]
+
+    @staticmethod
+    def _get_schema() -> str:
+        return JOIN_FACET_SCHEMA
+
+
+def operator_lineage(lineage: SpecLineage, *, streaming: bool) -> OperatorLineage:
+    """Datasets and the join facet of one task (``streaming``: the continuous job, else a batch recompute).
+    The provider adds its own job facets (``jobType``, ``documentation``, ...), which take precedence."""
+    return OperatorLineage(
+        inputs=[Dataset(namespace=d.namespace, name=d.name) for d in lineage.inputs],
+        outputs=[Dataset(namespace=d.namespace, name=d.name) for d in lineage.outputs],
+        job_facets={
+            "streamjoin_join": StreamJoinJobFacet(
+                pipeline=lineage.join["pipeline"],
+                shape=lineage.join["shape"],
+                kind=lineage.join["kind"],
+                processing="streaming" if streaming else "batch",
+                join=lineage.join,
+            ),
+        },
+    )

@@ -1,0 +1,37 @@
+"""Lineage facts from a spec (no Airflow run): what the join job and a reprocessed day read and write."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+from streamjoin.airflow.lineage import DatasetRef, kafka_namespace, spec_lineage
+from streamjoin.core.plans import PROJECT_HOME
+from streamjoin.core.spec import load_spec
+
+SPEC = load_spec(PROJECT_HOME / "include/pipelines/orders_products.yaml")
+
+
+def test_kafka_namespace_is_the_first_bootstrap_server() -> None:
+    assert kafka_namespace("b1:9092,b2:9092") == "kafka://b1:9092"
+    assert kafka_namespace("PLAINTEXT://b1:9092") == "kafka://b1:9092"
+
+
+def test_the_join_job_reads_the_input_topics_and_writes_topics_files_and_dead_letters(tmp_path: Path) -> None:
+    lineage = spec_lineage(SPEC, "k:9092", home=tmp_path)
+    kafka = "kafka://k:9092"
+    assert set(lineage.inputs) == {DatasetRef(kafka, "orders"), DatasetRef(kafka, "products")}
+    assert set(lineage.outputs) == {
+        DatasetRef(kafka, "orders-with-products"),
+        DatasetRef("file", str(tmp_path / "var/output/orders_with_products")),
+        DatasetRef(kafka, "orders-products-dlq"),
+    }
+    assert lineage.join["shape"] == "table-table-fk" and lineage.join["foreign_key"] == {"expr": "value.product"}
+
+
+def test_a_reprocessed_day_writes_its_day_partition_only(tmp_path: Path) -> None:
+    lineage = spec_lineage(SPEC, "k:9092", day=date(2026, 11, 23), home=tmp_path)
+    assert lineage.outputs == (
+        DatasetRef("file", str(tmp_path / "var/output/orders_with_products/daily/date=2026-11-23")),
+    )
+    assert set(lineage.inputs) == {DatasetRef("kafka://k:9092", "orders"), DatasetRef("kafka://k:9092", "products")}
