@@ -1,9 +1,12 @@
-"""Supervision with real processes: a detached spark-submit job on the test broker, killed with SIGKILL
-and restarted from its checkpoint (exactly-once file output), a throttled job's lag, a crash loop that
-ends in a failed task and an alert on a real HTTP sink."""
+"""The owner of a streaming job with real processes: a detached spark-submit job on the test broker, watched
+by the owner's trigger (its ``run()`` driven with asyncio, as the triggerer does): healthy, killed with
+SIGKILL and restarted from its checkpoint (exactly-once file output), stopped, redeployed, stopped by the
+trigger's ``on_kill``; a throttled job's lag alert; a crash loop that ends in a failed task and an alert on
+a real HTTP sink, through a real DAG run (``dag.test()`` runs the trigger inline)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import http.server
 import json
@@ -19,13 +22,16 @@ from typing import Any
 
 import pytest
 import yaml
+from airflow.sdk.exceptions import TaskDeferred
 
+from streamjoin.airflow.launcher import stop_driver
 from streamjoin.airflow.operators.supervise import (
     StopStreamJoinOperator,
+    StreamJobFailure,
     SuperviseStreamJoinOperator,
     pipeline_files,
-    stop_job,
 )
+from streamjoin.airflow.triggers import StreamJobTrigger
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.spec import load_spec
 from streamjoin.core.supervision import Policy
@@ -119,7 +125,37 @@ def cleanup() -> Iterator[list[Path]]:
                 os.killpg(int(driver["pgid"]), signal.SIGKILL)
 
 
-def test_launch_healthy_kill_restart_exactly_once_and_stop(
+def deferred(call: Callable[[], Any]) -> StreamJobTrigger:
+    """What the owner deferred to (it must defer: the task holds no worker slot while the job runs)."""
+    with pytest.raises(TaskDeferred) as deferral:
+        call()
+    assert deferral.value.method_name == "resume"
+    trigger = deferral.value.trigger
+    assert isinstance(trigger, StreamJobTrigger)
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "streamjoin.airflow.triggers.StreamJobTrigger" and json.loads(json.dumps(kwargs)) == kwargs
+    return trigger
+
+
+def fire(trigger: StreamJobTrigger, timeout: float, copies: int = 1) -> dict[str, Any]:
+    """Run the trigger's ``run()`` as the triggerer does (``copies`` at once, as when a triggerer hands it
+    over: they must agree) until its event; the event's payload."""
+
+    async def first(copy: StreamJobTrigger) -> dict[str, Any]:
+        async for event in copy.run():
+            return dict(event.payload)
+        raise AssertionError("the trigger ended without an event")
+
+    async def all_copies() -> list[dict[str, Any]]:
+        runs = [first(StreamJobTrigger(**trigger.serialize()[1])) for _ in range(copies)]
+        return await asyncio.wait_for(asyncio.gather(*runs), timeout)
+
+    events = asyncio.run(all_copies())
+    assert len({e["event"] for e in events}) == 1, events
+    return events[0]
+
+
+def test_owner_restarts_a_killed_driver_exactly_once_then_stop_and_redeploy(
     kafka_bootstrap: str, topic_factory: Callable[[str], str], tmp_path: Path, cleanup: list[Path]
 ) -> None:
     from streamjoin.kafka.clients import end_offsets
@@ -131,28 +167,33 @@ def test_launch_healthy_kill_restart_exactly_once_and_stop(
     produce_clicks(kafka_bootstrap, topics["clicks"], 0, 200)
     files = pipeline_files(load_spec(spec_path))
     policy = Policy(stale_after=90, lag_threshold=10**9, max_restarts=2, window=600)
-    supervise = SuperviseStreamJoinOperator(task_id="supervise", spec_path=str(spec_path), policy=policy)
+    owner = SuperviseStreamJoinOperator(task_id="own_job", spec_path=str(spec_path), policy=policy, watch=30, poll=1)
 
-    assert supervise.execute({})["state"] == "dead"  # nothing ran yet: launched now
+    # healthy: launched, then the watch ends with nothing to do
+    trigger = deferred(lambda: owner.execute({}))
+    first = files.driver()
+    assert first is not None and files.driver_alive()
     wait_for(lambda: len(output_coordinates(spec_path)) >= 200, 150, "the first 200 rows in the file output")
-    caught_up = {topics["clicks"]: 0, topics["regions"]: 0}
-    # the heartbeat of a batch is written after its output: poll until it reports the last batch
-    report = wait_for(lambda: (r := supervise.execute({}))["lag"] == caught_up and r, 30, "a heartbeat with no lag")
-    assert report["state"] == "healthy", report
+    event = fire(trigger, 60)
+    assert event["event"] == "watched" and event["state"] == "healthy", event
+    assert owner.resume({}, event)["alive"] is True
 
+    # dead -> restart: the next run adopts the running driver; a SIGKILL mid-stream is seen by the trigger
+    trigger = deferred(lambda: owner.execute({}))
+    assert files.driver() == first  # adopted, not launched again
     produce_clicks(kafka_bootstrap, topics["clicks"], 200, 400)  # 5+ throttled batches
     before = files.status()
     wait_for(lambda: (files.status() or {}).get("batch_id", -1) > before["batch_id"], 60, "a batch of the 2nd chunk")
-    driver = files.driver()
-    assert driver is not None
-    os.killpg(int(driver["pgid"]), signal.SIGKILL)
+    os.killpg(int(first["pgid"]), signal.SIGKILL)
     killed = time.time()
     processed = len(set(output_coordinates(spec_path)))
     assert processed < 600, "the job finished before the kill; the test needs a mid-stream kill"
     produce_clicks(kafka_bootstrap, topics["clicks"], 600, 100)
-    wait_for(lambda: not files.driver_alive(), 30, "the killed driver to be gone")
-
-    assert supervise.execute({})["state"] == "dead"  # and restarted from the checkpoint
+    event = fire(trigger, 30, copies=2)
+    assert event["event"] == "dead", event
+    trigger = deferred(lambda: owner.resume({}, event))  # restarted, watched again
+    second = files.driver()
+    assert second is not None and second["pid"] != first["pid"] and files.driver_alive()
     assert len(files.supervisor()["restarts"]) == 1
     resumed = wait_for(
         lambda: (s := files.status()) and s["written_at"] > killed and s["num_input_rows"] > 0 and s,
@@ -165,19 +206,37 @@ def test_launch_healthy_kill_restart_exactly_once_and_stop(
     wait_for(lambda: set(output_coordinates(spec_path)) >= expected, 150, "all 700 rows after the restart")
     rows = output_coordinates(spec_path)
     assert len(rows) == 700 and set(rows) == expected, "loss or duplicates in the file output"
-    (PROJECT_HOME / "var" / "test-output").mkdir(parents=True, exist_ok=True)
-    (PROJECT_HOME / "var" / "test-output" / "kill_to_resumed.json").write_text(
-        json.dumps({"kill_to_resumed_output_s": round(seconds, 1), "rows_before_kill": processed}))  # fmt: skip
     print(f"kill -> resumed output: {seconds:.1f}s ({processed} of 600 rows written before the kill)")
 
-    stop = StopStreamJoinOperator(task_id="stop", spec_path=str(spec_path), timeout=60)
-    assert stop.execute({})["was_running"] is True
+    # stop: the owner leaves it stopped, and its next run waits without starting it
+    assert StopStreamJoinOperator(task_id="stop", spec_path=str(spec_path), timeout=60).execute({})["was_running"]
     assert not files.driver_alive()
-    assert supervise.execute({})["state"] == "stopped"  # stopped on purpose: not restarted
-    assert len(files.supervisor()["restarts"]) == 1
+    event = fire(trigger, 30)
+    assert event["event"] == "stopped", event
+    assert owner.resume({}, event)["state"] == "stopped"
+    waiting = deferred(lambda: owner.execute({}))
+    assert waiting.waiting and not files.driver_alive() and files.driver() == second
+
+    # redeploy: the stop DAG asks, the owner (its waiting trigger) starts the current code again
+    stop = StopStreamJoinOperator(task_id="stop", spec_path=str(spec_path), redeploy=True, timeout=60)
+    assert stop.execute({})["intent"] == "redeploy"
+    event = fire(waiting, 30)
+    assert event["event"] == "redeploy", event
+    trigger = deferred(lambda: owner.resume({}, event))
+    third = files.driver()
+    assert third is not None and third["pid"] != second["pid"] and files.intent() == "run"
+    run_before = (files.status() or {}).get("run_id")
+    wait_for(lambda: (st := files.status() or {})["written_at"] > third["started_at"] and st["run_id"] != run_before,
+             150, "a heartbeat of the redeployed driver")  # fmt: skip
+    assert len(files.supervisor()["restarts"]) == 1  # a redeploy is not a restart
+
+    # killing the owning task (the trigger's on_kill) stops the job it owns; the lease is released
+    asyncio.run(trigger.on_kill())
+    assert not files.driver_alive()
+    assert not (files.checkpoint / "lease.json").exists()
 
 
-def test_throttled_job_reports_the_right_lag(
+def test_owner_alerts_when_lag_stays_above_the_threshold(
     kafka_bootstrap: str, topic_factory: Callable[[str], str], tmp_path: Path, cleanup: list[Path]
 ) -> None:
     name = f"lag_{topic_factory('n').rsplit('-', 1)[1]}"
@@ -189,17 +248,19 @@ def test_throttled_job_reports_the_right_lag(
     provision(kafka_bootstrap, spec_path)
     produce_clicks(kafka_bootstrap, topics["clicks"], 0, 1000)
     files = pipeline_files(load_spec(spec_path))
-    policy = Policy(stale_after=120, lag_threshold=500, lag_grace=3600)
-    supervise = SuperviseStreamJoinOperator(task_id="supervise", spec_path=str(spec_path), policy=policy)
-    supervise.execute({})
+    policy = Policy(stale_after=120, lag_threshold=500, lag_grace=3)
+    owner = SuperviseStreamJoinOperator(task_id="own_job", spec_path=str(spec_path), policy=policy, watch=600, poll=1)
+    trigger = deferred(lambda: owner.execute({}))
     wait_for(lambda: (files.status() or {}).get("batch_id", -1) >= 0, 150, "the first throttled batch")
-    report = supervise.execute({})
+    event = fire(trigger, 60)
     processed = len(output_coordinates(spec_path))
     assert 0 < processed <= 100
-    assert report["state"] == "lagging", report
-    assert report["lag"] == {topics["clicks"]: 1000 - processed, topics["regions"]: 0}
-    assert files.supervisor()["lagging_since"] is not None
-    stop_job(load_spec(spec_path), supervise.log, timeout=30)
+    assert event["event"] == "lagging" and event["lag"] == {topics["clicks"]: 1000 - processed, topics["regions"]: 0}
+    assert time.time() - event["lagging_since"] >= 3
+    with pytest.raises(StreamJobFailure, match=f"lag {1000 - processed} above 500"):
+        owner.resume({}, event)
+    assert files.driver_alive()  # an alert, not a kill
+    stop_driver(files, timeout=30)
 
 
 class _Sink(http.server.BaseHTTPRequestHandler):
@@ -223,7 +284,7 @@ from streamjoin.airflow.operators.supervise import SuperviseStreamJoinOperator
 from streamjoin.core.supervision import Policy
 with DAG("crash_loop", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
     SuperviseStreamJoinOperator(
-        task_id="supervise", spec_path=SPEC, watch=240, poll=2, retries=0,
+        task_id="supervise", spec_path=SPEC, watch=240, poll=1, retries=0,
         policy=Policy(stale_after=120, max_restarts=1, window=600),
         on_failure_callback=WebhookNotifier(http_conn_id="alert_sink"),
     )
@@ -266,6 +327,7 @@ def test_crash_loop_stops_restarting_fails_and_alerts(
     assert result is not None, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert json.loads(result[7:]) == {"supervise": "failed"}
     assert len(files.supervisor()["restarts"]) == 1  # launched once, restarted once, then given up
+    assert files.supervisor()["gave_up_at"] is not None  # later runs wait for a redeploy
     assert not files.driver_alive()
     assert len(_Sink.received) == 1, _Sink.received
     alert = _Sink.received[0]
