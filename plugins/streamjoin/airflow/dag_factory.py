@@ -124,7 +124,7 @@ def produce_sample(spec_path: str) -> dict[str, Any]:
         _, spec_input = spec.input_by_topic(record.topic)
         key = None if record.key is None else record.key.encode()
         rows.append((record.topic, key, encode(record.value, spec_input.value.format), base + record.offset_ms, []))
-    produce_records(StreamJoinKafkaHook(KAFKA_CONN_ID).bootstrap_servers(), rows)
+    produce_records(StreamJoinKafkaHook(KAFKA_CONN_ID).kafka_config(), rows)
     return {"records": len(rows), "day": day.isoformat()}
 
 
@@ -138,7 +138,7 @@ def report_outputs(spec_path: str) -> dict[str, Any]:
     spec = load_spec(resolve(spec_path))
     sink = spec.aggregate.output if spec.aggregate is not None else spec.output
     assert sink.topic is not None
-    table = final_table(StreamJoinKafkaHook(KAFKA_CONN_ID).bootstrap_servers(), sink.topic, sink.value_format)
+    table = final_table(StreamJoinKafkaHook(KAFKA_CONN_ID).kafka_config(), sink.topic, sink.value_format)
     width = max((len(str(k)) for k in table), default=6)
     body = "\n".join(f"{key!s:<{width}}  {value}" for key, value in sorted(table.items(), key=lambda kv: str(kv[0])))
     print(f"final table of topic {sink.topic}:\n{body}", flush=True)

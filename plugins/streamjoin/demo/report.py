@@ -11,16 +11,17 @@ from streamjoin.core.codec import decode
 from streamjoin.core.plans import resolve
 from streamjoin.core.spec import Format, PipelineSpec, load_spec
 from streamjoin.demo.sample import EXPECTED_TOTALS
+from streamjoin.kafka.client_config import KafkaTarget
 from streamjoin.kafka.clients import consume_all
 from streamjoin.quality.results import CheckResult, read_check_result
 
 SPEC = "include/pipelines/clicks_per_region.yaml"
 
 
-def final_table(bootstrap: str, topic: str, fmt: Format) -> dict[Any, Any]:
+def final_table(kafka: KafkaTarget, topic: str, fmt: Format) -> dict[Any, Any]:
     """A changelog topic's final table: the last value per key, a tombstone deleting the key."""
     table: dict[Any, Any] = {}
-    for record in consume_all(bootstrap, topic, timeout=30):
+    for record in consume_all(kafka, topic, timeout=30):
         if record.key is None:
             continue
         if record.value is None:
