@@ -1,11 +1,11 @@
 """The Airflow UI plugin (entry point ``airflow.plugins``): a "Stream jobs" page.
 
 A FastAPI app mounted by the api-server under ``/streamjoin`` (``/streamjoin/jobs`` HTML page,
-``/streamjoin/api/jobs`` JSON), linked from the UI's Browse menu through an external view. Per
-pipeline: state, last batch time, input/processed rows per second, lag per topic, restarts, last
-quality-check result. Everything is read from the files next to each checkpoint
-(:mod:`streamjoin.core.job_files`) and the input topics' end offsets (through the Kafka connection, security
-settings included): no Spark.
+``/streamjoin/api/jobs`` JSON, ``/streamjoin/metrics`` Prometheus text: :mod:`streamjoin.core.metrics`),
+linked from the UI's Browse menu through an external view. Per pipeline: state, last batch time, input/processed
+rows per second, lag per topic, restarts, last quality-check result. Everything is read from the files next to
+each checkpoint (:mod:`streamjoin.core.job_files`) and the input topics' end offsets (through the Kafka
+connection, security settings included): no Spark.
 
 Every route needs Airflow's login and permissions (the api-server does not add them to plugin apps): no token
 -> 401; no read access to DAGs -> 403; a pipeline's rows only for users who may read all of its DAGs
@@ -23,10 +23,11 @@ from typing import Annotated, Any
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException, Path
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, PlainTextResponse
 
+from streamjoin.core.metrics import Sample, prometheus_text, samples
 from streamjoin.core.plans import checkpoint_dir, pipeline_dag_ids, resolve
-from streamjoin.core.spec import load_spec
+from streamjoin.core.spec import PipelineSpec, load_spec
 from streamjoin.core.supervision import Policy, observe
 from streamjoin.kafka.client_config import KafkaClientConfig
 
@@ -41,6 +42,20 @@ def _kafka() -> KafkaClientConfig | None:
         return StreamJoinKafkaHook(KAFKA_CONN_ID).kafka_config()
     except Exception:  # no usable connection: the page shows no lag (and no error that could carry a secret)
         return None
+
+
+def _latest(kafka: KafkaClientConfig | None, spec: PipelineSpec) -> dict[str, dict[int, int]]:
+    """The end offsets of the pipeline's input topics (none without Kafka, a topic's none if it fails)."""
+    latest: dict[str, dict[int, int]] = {}
+    if kafka:
+        from streamjoin.kafka.clients import end_offsets
+
+        for topic in sorted({i.topic for i in spec.inputs.values()}):
+            try:
+                latest[topic] = end_offsets(kafka, topic, timeout=5)
+            except Exception:
+                latest[topic] = {}
+    return latest
 
 
 def job_rows(spec_paths: list[str] | None = None, *, allowed: Callable[[str], bool] = bool) -> list[dict[str, Any]]:
@@ -59,15 +74,7 @@ def job_rows(spec_paths: list[str] | None = None, *, allowed: Callable[[str], bo
         kafka = kafka or _kafka()
         files = PipelineFiles(checkpoint_dir(spec))
         status, supervisor, driver = files.status(), files.supervisor(), files.driver() or {}
-        latest: dict[str, dict[int, int]] = {}
-        if kafka:
-            from streamjoin.kafka.clients import end_offsets
-
-            for topic in sorted({i.topic for i in spec.inputs.values()}):
-                try:
-                    latest[topic] = end_offsets(kafka, topic, timeout=5)
-                except Exception:
-                    latest[topic] = {}
+        latest = _latest(kafka, spec)
         health = observe(files, latest, time.time(), Policy())
         lags = health.lag
         if not driver and status is None:
@@ -88,6 +95,24 @@ def job_rows(spec_paths: list[str] | None = None, *, allowed: Callable[[str], bo
             "lag": lags, "restarts": len(supervisor.get("restarts", [])), "quality": quality,
         })  # fmt: skip
     return rows
+
+
+def metric_samples(spec_paths: list[str] | None = None, *, allowed: Callable[[str], bool] = bool) -> list[Sample]:
+    """The metrics of every pipeline ``allowed`` accepts (:func:`streamjoin.core.metrics.samples`)."""
+    from streamjoin.airflow.dag_factory import spec_paths as all_specs
+    from streamjoin.core.job_files import PipelineFiles
+
+    kafka = None
+    out: list[Sample] = []
+    for path in spec_paths if spec_paths is not None else all_specs():
+        spec = load_spec(resolve(path))
+        if not allowed(spec.name):
+            continue
+        kafka = kafka or _kafka()
+        files = PipelineFiles(checkpoint_dir(spec))
+        restarts = len(files.supervisor().get("restarts", []))
+        out += samples(spec.name, files.status(), _latest(kafka, spec), restarts)
+    return out
 
 
 def _num(value: Any) -> str:
@@ -164,6 +189,13 @@ def job_json(
     if not rows:
         raise HTTPException(404, f"no pipeline {pipeline!r}")
     return rows[0]
+
+
+@app.get("/metrics", response_class=PlainTextResponse)
+def metrics(user: GetUserDep) -> PlainTextResponse:
+    """Prometheus text exposition of the pipelines the user may read (:mod:`streamjoin.core.metrics`)."""
+    text = prometheus_text(metric_samples(allowed=readable_by(user)))
+    return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
 class StreamJoinPlugin(AirflowPlugin):

@@ -1,7 +1,8 @@
 """The trigger that watches a pipeline's streaming job for its owning task, in the triggerer.
 
 Each poll reads the job files (driver pid, status heartbeat, intent) and the input topics' end offsets in
-a thread (``asyncio.to_thread``: the triggerer's event loop never blocks), and fires one event when the
+a thread (``asyncio.to_thread``: the triggerer's event loop never blocks), sends the job's metrics through
+Airflow's ``[metrics]`` (:mod:`streamjoin.airflow.metrics`), and fires one event when the
 owner must act (:class:`~streamjoin.core.supervision.Event`). The trigger only reads: two copies of it
 (a triggerer handing it over) fire the same event, and the task acts once. ``on_kill`` (a user marks the
 task failed, or clears it) stops the job; ``cleanup`` does not (a triggerer restart must not stop it).
@@ -18,6 +19,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from streamjoin.airflow.metrics import publish
 from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.supervision import Health, Policy, observe, watch_step
 
@@ -78,6 +80,7 @@ class StreamJobTrigger(BaseTrigger):
     def _observe(self) -> tuple[Health, str]:
         files = self.files
         latest = self._latest() if files.driver_alive() else {}
+        publish(Path(self.checkpoint).name, files.status(), latest, len(files.supervisor().get("restarts", [])))
         return observe(files, latest, time.time(), Policy(**self.policy)), files.intent()
 
     async def run(self) -> AsyncIterator[TriggerEvent]:

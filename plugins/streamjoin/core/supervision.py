@@ -35,13 +35,23 @@ class Policy:
     window: float = 900.0
 
 
+def partition_lag(
+    latest: Mapping[str, Mapping[Any, int]], committed: Mapping[str, Mapping[str, int]]
+) -> dict[tuple[str, int], int]:
+    """Per topic-partition: latest offset minus the job's committed end offset (a partition the job has not
+    committed yet counts from offset 0)."""
+    return {
+        (topic, int(p)): max(0, int(end) - int(committed.get(topic, {}).get(str(p), 0)))
+        for topic, parts in latest.items()
+        for p, end in parts.items()
+    }
+
+
 def lag(latest: Mapping[str, Mapping[Any, int]], committed: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
-    """Per topic: sum over partitions of latest offset minus the job's committed end offset (0 when the
-    job has not committed the partition yet counts from offset 0)."""
-    out: dict[str, int] = {}
-    for topic, parts in latest.items():
-        done = committed.get(topic, {})
-        out[topic] = sum(max(0, int(end) - int(done.get(str(p), 0))) for p, end in parts.items())
+    """Per topic: the sum of its partitions' :func:`partition_lag`."""
+    out: dict[str, int] = {topic: 0 for topic in latest}
+    for (topic, _), n in partition_lag(latest, committed).items():
+        out[topic] += n
     return out
 
 

@@ -3,8 +3,13 @@
 Fields: ``pipeline, query_id, run_id, batch_id, num_input_rows, input_rows_per_second,
 processed_rows_per_second, batch_duration_ms, end_offsets ({topic: {partition: next offset}}),
 last_batch_time (ISO UTC of the batch's start), written_at (epoch s), pid, watermarks ({stream input: the
-event time all its partitions have reached}), watermark_ms (the smallest of them)``. ``end_offsets`` are those of
-the last *committed* batch: lag = latest topic offsets minus these. See :mod:`streamjoin.core.job_files`.
+event time all its partitions have reached}), watermark_ms (the smallest of them)``; the batch's counts
+``dead_letters`` (records not processed: undecodable, null key on a side the join drops; this engine drops no
+record as late), ``output_records`` (join results), ``aggregate_updates``, ``state_bytes`` (the state version
+the batch wrote, on disk), and ``totals`` ({input_records, dead_letters, output_records, aggregate_updates}
+summed over the batches of this query, across restarts). ``end_offsets`` are those of the last *committed*
+batch: lag = latest topic offsets minus these. See :mod:`streamjoin.core.job_files` and
+:mod:`streamjoin.core.metrics`.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,10 +40,24 @@ class Heartbeat:
         seconds: float,
         end_offsets: Offsets,
         watermarks: dict[str, int] | None = None,
+        counts: Mapping[str, int] | None = None,
     ) -> dict[str, Any]:
-        """Record a committed batch that started at ``started`` (epoch s) and took ``seconds``."""
+        """Record a committed batch that started at ``started`` (epoch s) and took ``seconds``.
+
+        :param counts: the batch writer's counts (``dead_lettered``, ``join_results``, ``aggregate_updates``,
+            ``state_bytes``)
+        """
         since = started - self._previous_start if self._previous_start is not None else seconds
         self._previous_start = started
+        counts = counts or {}
+        batch = {
+            "input_records": rows, "dead_letters": int(counts.get("dead_lettered", 0)),
+            "output_records": int(counts.get("join_results", 0)),
+            "aggregate_updates": int(counts.get("aggregate_updates", 0)),
+        }  # fmt: skip
+        previous = self._last if self._last and self._last.get("query_id") == self.query_id else {}
+        before = previous.get("totals") or {}
+        totals = {name: int(before.get(name, 0)) + n for name, n in batch.items()}
         record = {
             "pipeline": self.pipeline,
             "query_id": self.query_id,
@@ -55,6 +75,9 @@ class Heartbeat:
             "pid": os.getpid(),
             "watermarks": watermarks or {},
             "watermark_ms": min(watermarks.values()) if watermarks else None,
+            **{name: n for name, n in batch.items() if name != "input_records"},
+            "state_bytes": counts.get("state_bytes"),
+            "totals": totals,
         }
         self._last = record
         self.files.write_status(record)

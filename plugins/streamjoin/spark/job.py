@@ -66,6 +66,8 @@ class BatchWriter:
     def __init__(self, spark: SparkSession, spec: PipelineSpec, settings: JobSettings) -> None:
         self.spark, self.spec, self.settings = spark, spec, settings
         self.store = StateStore(Path(settings.checkpoint_dir) / "state", small=SMALL_STATES)
+        #: the counts of the last batch (:meth:`_write`, and ``state_bytes``): the heartbeat reports them
+        self.last_counts: dict[str, int] = {}
 
     def __call__(self, raw: DataFrame, batch_id: int) -> BatchSummary:
         """Run and write batch ``batch_id``; returns its summary (rows, each partition's max timestamp)."""
@@ -73,9 +75,10 @@ class BatchWriter:
         state = self.store.load(self.spark, batch_id, state_schemas(self.spec))
         out = process_batch(raw, self.spec, state)
         counts = {"input_rows": out.summary.rows, **self._write(out, batch_id)}
-        self.store.save(batch_id, out.state)
+        counts["state_bytes"] = self.store.save(batch_id, out.state)
         out.release()
         self._report(batch_id, counts, time.monotonic() - started)
+        self.last_counts = counts
         return out.summary
 
     def _write(self, out: BatchOutput, batch_id: int) -> dict[str, int]:
@@ -233,7 +236,9 @@ class StreamJob:
         for tp, ts in summary.max_ts.items():
             if ts is not None:
                 self.partition_time[tp] = max(ts, self.partition_time.get(tp, ts))
-        self.heartbeat.batch(batch_id, summary.rows, started, time.time() - started, ends, self._watermarks())
+        self.heartbeat.batch(
+            batch_id, summary.rows, started, time.time() - started, ends, self._watermarks(), self.writer.last_counts
+        )
 
     def _watermarks(self) -> dict[str, int]:
         """Per stream input, the event time every one of its partitions has reached (the smallest of their

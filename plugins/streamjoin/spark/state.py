@@ -136,7 +136,8 @@ class StateStore:
         path = self.root / f"v={versions[-1]}" / f"{name}.json" if versions else None
         return json.loads(path.read_text()) if path is not None and path.exists() else []
 
-    def save(self, batch_id: int, states: dict[str, DataFrame]) -> None:
+    def save(self, batch_id: int, states: dict[str, DataFrame]) -> int:
+        """Write version ``batch_id``; returns its size on disk in bytes (the files its manifest lists)."""
         target = self.root / f"v={batch_id}"
         if target.exists():
             shutil.rmtree(target)
@@ -157,6 +158,7 @@ class StateStore:
             files |= {path: entry for path, entry in listed.items() if any(path.startswith(f"{d}/") for d in refs)}
         (target / _COMMITTED).write_text(json.dumps({"batch": batch_id, "files": files}))
         self._prune()
+        return sum(size for size, _ in files.values())
 
     def _prune(self) -> None:
         """Keep the newest ``keep`` versions, and the older datasets they refer to."""
