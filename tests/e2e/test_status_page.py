@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from test_supervision import SCREENSHOTS, output_coordinates, produce_clicks, provision, wait_for, write_spec
 
+from api_server import start_api_server, stop_api_servers
 from streamjoin.airflow.operators.supervise import StopStreamJoinOperator, SuperviseStreamJoinOperator
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.supervision import Policy
@@ -26,19 +25,12 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update"]  # fmt: skip
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def api_server(tmp_path: Path, kafka_bootstrap: str) -> Iterator[Callable[[Path], str]]:
     """``start(pipelines_dir)`` -> base URL of an Airflow api-server whose plugin lists those pipelines."""
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(pipelines: Path) -> str:
-        port = _free_port()
         home = PROJECT_HOME / "var" / "test-airflow"
         host, kafka_port = kafka_bootstrap.split(":")
         env = {
@@ -49,36 +41,10 @@ def api_server(tmp_path: Path, kafka_bootstrap: str) -> Iterator[Callable[[Path]
                 {"conn_type": "streamjoin_kafka", "host": host, "port": int(kafka_port)}
             ),
         }  # fmt: skip
-        log = open(tmp_path / f"api-server-{port}.log", "wb")  # noqa: SIM115 (closed with the process)
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "airflow", "api-server", "-H", "127.0.0.1", "-p", str(port), "-w", "1"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=PROJECT_HOME, start_new_session=True,
-        ))  # fmt: skip
-        url = f"http://127.0.0.1:{port}"
-
-        def answers() -> bool:
-            try:
-                import urllib.request
-
-                with urllib.request.urlopen(f"{url}/api/v2/monitor/health", timeout=2) as response:
-                    return bool(response.status == 200)
-            except OSError:
-                return procs[-1].poll() is not None and _raise(tmp_path / f"api-server-{port}.log")
-
-        wait_for(answers, 120, "the Airflow api-server")
-        return url
+        return start_api_server(env, tmp_path, procs)[0]
 
     yield start
-    for proc in procs:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def _raise(log: Path) -> bool:
-    raise AssertionError(f"the api-server exited:\n{log.read_text()[-3000:]}")
+    stop_api_servers(procs)
 
 
 def test_stream_jobs_page_shows_a_live_job_in_chromium(

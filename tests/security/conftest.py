@@ -10,11 +10,9 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import socket
 import sqlite3
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -24,6 +22,7 @@ from pathlib import Path
 import pytest
 from secure_kafka import SECURE_USER
 
+from api_server import start_api_server, stop_api_servers
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.localdev.kafka_broker import KafkaBroker
 
@@ -48,12 +47,6 @@ def secure_broker() -> Iterator[KafkaBroker]:
     yield broker
     if started and os.environ.get("STREAMJOIN_KEEP_BROKER") != "1":
         broker.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 SEED_TEAMS = """
@@ -136,29 +129,8 @@ def api_server(tmp_path: Path) -> Iterator[Callable[..., ApiServer]]:
         seeded = subprocess.run([sys.executable, "-c", SEED_TEAMS, *pairs], env=airflow_env, capture_output=True,
                                 text=True, timeout=120, check=False)  # fmt: skip
         assert seeded.returncode == 0, seeded.stderr[-3000:]
-        port = _free_port()
-        log = tmp_path / f"api-server-{port}.log"
-        with log.open("wb") as out:
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "airflow", "api-server", "-H", "127.0.0.1", "-p", str(port), "-w", "1"],
-                env=airflow_env, stdout=out, stderr=subprocess.STDOUT, cwd=PROJECT_HOME, start_new_session=True,
-            ))  # fmt: skip
-        server = ApiServer(f"http://127.0.0.1:{port}", passwords, log)
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if server.get("/api/v2/monitor/health")[0] == 200:
-                    return server
-            except OSError:
-                pass
-            if procs[-1].poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"the api-server did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(1)
+        url, log = start_api_server(airflow_env, tmp_path, procs)
+        return ApiServer(url, passwords, log)
 
     yield start
-    for proc in procs:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    stop_api_servers(procs)

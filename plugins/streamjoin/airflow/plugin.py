@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
@@ -25,6 +25,7 @@ from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException, Path
 from fastapi.responses import HTMLResponse, PlainTextResponse
 
+from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.metrics import Sample, prometheus_text, samples
 from streamjoin.core.plans import checkpoint_dir, pipeline_dag_ids, resolve
 from streamjoin.core.spec import PipelineSpec, load_spec
@@ -58,21 +59,28 @@ def _latest(kafka: KafkaClientConfig | None, spec: PipelineSpec) -> dict[str, di
     return latest
 
 
+def _pipelines(
+    spec_paths: list[str] | None, allowed: Callable[[str], bool]
+) -> Iterator[tuple[PipelineSpec, PipelineFiles, KafkaClientConfig | None]]:
+    """Each pipeline ``allowed`` accepts (the caller's read access; the others are not even read): its spec,
+    job files and the Kafka connection (looked up once, when the first pipeline needs it)."""
+    from streamjoin.airflow.dag_factory import spec_paths as all_specs
+
+    kafka = None
+    for path in spec_paths if spec_paths is not None else all_specs():
+        spec = load_spec(resolve(path))
+        if allowed(spec.name):
+            kafka = kafka or _kafka()
+            yield spec, PipelineFiles(checkpoint_dir(spec)), kafka
+
+
 def job_rows(spec_paths: list[str] | None = None, *, allowed: Callable[[str], bool] = bool) -> list[dict[str, Any]]:
     """One row per pipeline spec for the page and the JSON endpoint; only pipelines whose name ``allowed``
     accepts (the caller's read access), so nothing of the others is even read."""
-    from streamjoin.airflow.dag_factory import spec_paths as all_specs
-    from streamjoin.core.job_files import PipelineFiles
     from streamjoin.quality.results import latest_check_result
 
-    kafka = None
     rows = []
-    for path in spec_paths if spec_paths is not None else all_specs():
-        spec = load_spec(resolve(path))
-        if not allowed(spec.name):
-            continue
-        kafka = kafka or _kafka()
-        files = PipelineFiles(checkpoint_dir(spec))
+    for spec, files, kafka in _pipelines(spec_paths, allowed):
         status, supervisor, driver = files.status(), files.supervisor(), files.driver() or {}
         latest = _latest(kafka, spec)
         health = observe(files, latest, time.time(), Policy())
@@ -99,17 +107,8 @@ def job_rows(spec_paths: list[str] | None = None, *, allowed: Callable[[str], bo
 
 def metric_samples(spec_paths: list[str] | None = None, *, allowed: Callable[[str], bool] = bool) -> list[Sample]:
     """The metrics of every pipeline ``allowed`` accepts (:func:`streamjoin.core.metrics.samples`)."""
-    from streamjoin.airflow.dag_factory import spec_paths as all_specs
-    from streamjoin.core.job_files import PipelineFiles
-
-    kafka = None
     out: list[Sample] = []
-    for path in spec_paths if spec_paths is not None else all_specs():
-        spec = load_spec(resolve(path))
-        if not allowed(spec.name):
-            continue
-        kafka = kafka or _kafka()
-        files = PipelineFiles(checkpoint_dir(spec))
+    for spec, files, kafka in _pipelines(spec_paths, allowed):
         restarts = len(files.supervisor().get("restarts", []))
         out += samples(spec.name, files.status(), _latest(kafka, spec), restarts)
     return out
