@@ -35,3 +35,15 @@ def test_a_reprocessed_day_writes_its_day_partition_only(tmp_path: Path) -> None
         DatasetRef("file", str(tmp_path / "var/output/orders_with_products/daily/date=2026-11-23")),
     )
     assert set(lineage.inputs) == {DatasetRef("kafka://k:9092", "orders"), DatasetRef("kafka://k:9092", "products")}
+
+
+def test_the_jobs_owner_reports_the_streaming_jobs_lineage() -> None:
+    """The long-running job is launched by its owner: the provider asks that operator (the Kafka connection
+    comes from scripts/env.sh's AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT)."""
+    from streamjoin.airflow.operators.supervise import SuperviseStreamJoinOperator
+
+    owner = SuperviseStreamJoinOperator(task_id="own_job", spec_path="include/pipelines/orders_products.yaml")
+    lineage = owner.get_openlineage_facets_on_start()
+    assert {d.name for d in lineage.inputs} == {"orders", "products"}
+    assert {d.name for d in lineage.outputs} >= {"orders-with-products", "orders-products-dlq"}
+    assert lineage.job_facets["streamjoin_join"].shape == "table-table-fk"

@@ -19,6 +19,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from streamjoin.airflow.launcher import SparkJobLauncher, spark_target, stop_driver
+from streamjoin.airflow.lineage import SpecLineageMixin
 from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.plans import checkpoint_dir, connector_jars, package_zip, plan_submit, resolve, secrets_dir
 from streamjoin.core.spec import PipelineSpec, load_spec
@@ -70,7 +71,7 @@ class _PipelineOperator(BaseOperator):
         return load_spec(resolve(self.spec_path)), hook.checked_config() if check else hook.kafka_config()
 
 
-class SuperviseStreamJoinOperator(_PipelineOperator):
+class SuperviseStreamJoinOperator(SpecLineageMixin, _PipelineOperator):
     """Own the pipeline's streaming job: start it unless it runs (or was stopped on purpose, or given up
     after a crash loop), then watch it for ``watch`` seconds, deferred to :class:`StreamJobTrigger`: restart
     a dead driver from its checkpoint within the restart budget, start it again on a redeploy request, and
