@@ -63,4 +63,5 @@ def test_operator_fails_on_a_copartitioning_mismatch_naming_both_topics(
 def test_hook_test_connection_reaches_the_broker(kafka_connection: None, kafka_broker: KafkaBroker) -> None:
     ok, message = StreamJoinKafkaHook().test_connection()
     assert ok, message
-    assert message.startswith(f"connected to {kafka_broker.bootstrap}: 1 broker(s)")
+    where = f"connection 'streamjoin_kafka_default' (PLAINTEXT, at {kafka_broker.bootstrap})"
+    assert message.startswith(f"connected: {where}: 1 broker(s)"), message
