@@ -80,6 +80,7 @@ def validate_command(args: argparse.Namespace) -> int:
 
 
 def plan_command(args: argparse.Namespace) -> int:
+    from streamjoin.core.repartition import repartitioned
     from streamjoin.core.spec import load_spec
     from streamjoin.core.topic_plan import plan_topics
 
@@ -98,6 +99,10 @@ def plan_command(args: argparse.Namespace) -> int:
         status = o.status if args.bootstrap else "planned"
         details = f"{o.role}, {o.partitions} partitions, RF {o.replication_factor}, cleanup.policy={o.cleanup_policy}"
         print(f"  {status:8} {o.name} ({details})" + "".join(f"; WARNING: {w}" for w in o.warnings))
+    for item in repartitioned(spec):
+        internal = next(o for o in outcomes if o.name == item.internal)
+        print(f"repartitioned: input {item.input} ({item.source}) -> {item.internal} ({internal.partitions} "
+              "partitions, murmur2 of the serialized key): the join reads the internal topic")  # fmt: skip
     for group, members in plan.copartition_groups().items():
         names = ", ".join(t.name for t in members)
         print(f"co-partitioned ({group}): {names}: same partition count and murmur2 key placement required")

@@ -53,7 +53,8 @@ class CoPartitioningError(StreamJoinError):
         super().__init__(
             f"topics {left_topic!r} ({left_partitions} partitions) and {right_topic!r} "
             f"({right_partitions} partitions) must be co-partitioned (same partition count) for the join; "
-            f"recreate one of them or repartition it into a topic with {left_partitions} partitions"
+            f"recreate one of them, or repartition one side: `repartition: true` on its input in the spec "
+            f"(an internal topic with the other side's count)"
         )
 
 

@@ -87,6 +87,9 @@ class Input(_Model):
     key: Serde = Serde()
     value: Serde = Serde()
     versioned: Versioned | None = None
+    #: re-key this input onto an internal topic co-partitioned with the other side (seed 003's remedy for
+    #: inputs with different partition counts): ``<pipeline>-<input>-repartition``, murmur2 placement
+    repartition: bool = False
 
     @model_validator(mode="after")
     def _only_tables_are_versioned(self) -> Input:
@@ -236,6 +239,10 @@ class PipelineSpec(_Model):
     def right(self) -> Input:
         return self.inputs[self.join.right]
 
+    def repartition_topic(self, name: str) -> str:
+        """The internal topic input ``name`` is repartitioned into (whether or not it asks to be)."""
+        return f"{self.name}-{name}-repartition"
+
     def input_by_topic(self, topic: str) -> tuple[str, Input]:
         for name, spec in self.inputs.items():
             if spec.topic == topic:
@@ -270,6 +277,7 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
         ]
     problems: list[tuple[str, Any, str]] = []
     shape = traits(join.shape)
+    problems += _repartition_problems(spec)
     left_role, right_role, kinds = shape.left, shape.right, shape.kinds
     for side, role in (("left", left_role), ("right", right_role)):
         actual = inputs[getattr(join, side)].role
@@ -327,6 +335,27 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
         )
     if spec.output.topic is None and spec.output.files is None and spec.aggregate is None:
         problems.append(("output", None, "an output topic or files, or an aggregate"))
+    return problems
+
+
+def _repartition_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
+    """``inputs.<name>.repartition``: only a side of a co-partitioned join, into a valid, unused topic name."""
+    problems: list[tuple[str, Any, str]] = []
+    used = {inp.topic for inp in spec.inputs.values()} | {spec.dead_letter_topic, spec.output.topic}
+    if spec.aggregate is not None:
+        used.add(spec.aggregate.output.topic)
+    for name, inp in spec.inputs.items():
+        if not inp.repartition:
+            continue
+        path, internal = f"inputs.{name}.repartition", spec.repartition_topic(name)
+        if not traits(spec.join.shape).copartitioned:
+            problems.append((path, True, f"false: shape {spec.join.shape.value!r} does not need co-partitioned inputs"))
+        elif name not in (spec.join.left, spec.join.right):
+            problems.append((path, True, f"false: input {name!r} is not a side of the join"))
+        elif not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", internal):
+            problems.append((path, True, f"false, or an input name that makes a valid topic name (got {internal!r})"))
+        elif internal in used:
+            problems.append((path, True, f"false, or no other topic named {internal!r} (its internal topic)"))
     return problems
 
 

@@ -14,18 +14,25 @@ join output        ``output`` / ``output-table``   delete / compact ``kafka.part
                                                                     emits a table: its changelog is compacted)
 aggregate output   ``aggregate-output``            compact          ``kafka.partitions`` (a changelog table)
 dead letters       ``dead-letter``                 delete, 14 days  ``kafka.partitions``
+repartitioned      ``repartition``                 as its input's   the co-partition group's: an existing
+input's internal                                                    member's count, else ``kafka.partitions``
+topic
 =================  ==============================  ===============  ==========================================
 
 Why a co-partition group: a key-based join reads partition *p* of both inputs in the same task, so both
 must have the same partition count (and the same partitioner, murmur2) or a key's records meet nothing.
 Kafka Streams checks this at startup; so do we, before the job starts. A foreign-key join re-keys the
 left table internally (as Kafka Streams' subscription topics do), so its inputs form no group.
+
+An input with ``repartition: true`` leaves the group (its topic may have any count); its internal topic
+``<pipeline>-<input>-repartition`` (:mod:`streamjoin.core.repartition`) takes its place, with the count of
+the group's existing topics (:meth:`TopicPlan.resolved`), as Kafka Streams sizes repartition topics.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
@@ -49,6 +56,7 @@ class TopicRole(StrEnum):
     OUTPUT_TABLE = "output-table"
     AGGREGATE_OUTPUT = "aggregate-output"
     DEAD_LETTER = "dead-letter"
+    REPARTITION = "repartition"
 
 
 _INPUT_ROLES = {
@@ -121,6 +129,26 @@ class TopicPlan:
                 groups.setdefault(spec.copartition_group, []).append(spec)
         return groups
 
+    def resolved(self, existing_partitions: Mapping[str, int]) -> TopicPlan:
+        """The plan with each internal repartition topic sized as the other members of its co-partition group
+        that exist (their count is a fact), else as planned. Existing topics keep their own count.
+
+        :param existing_partitions: topic -> partition count, of the topics that exist
+        """
+        groups = self.copartition_groups()
+        topics = []
+        for spec in self.topics:
+            if spec.role is TopicRole.REPARTITION and spec.name not in existing_partitions and spec.copartition_group:
+                counts = [
+                    existing_partitions[m.name]
+                    for m in groups[spec.copartition_group]
+                    if m.role is not TopicRole.REPARTITION and m.name in existing_partitions
+                ]
+                if counts:
+                    spec = replace(spec, partitions=counts[0])
+            topics.append(spec)
+        return TopicPlan(self.pipeline, tuple(topics))
+
     @property
     def max_replication_factor(self) -> int:
         return max((t.replication_factor for t in self.topics), default=0)
@@ -154,7 +182,12 @@ def plan_topics(spec: PipelineSpec) -> TopicPlan:
     for input_ in spec.inputs.values():
         role = _INPUT_ROLES[input_.role]
         policy = DELETE if input_.role is Role.STREAM else COMPACT
-        topics.append(topic(input_.topic, role, policy, None if input_.role is Role.GLOBAL_TABLE else group))
+        member = input_.role is not Role.GLOBAL_TABLE and not input_.repartition
+        topics.append(topic(input_.topic, role, policy, group if member else None))
+    for name, input_ in spec.inputs.items():  # internal topics keep their input's cleanup policy
+        if input_.repartition:
+            policy = DELETE if input_.role is Role.STREAM else COMPACT
+            topics.append(topic(spec.repartition_topic(name), TopicRole.REPARTITION, policy, group))
     if spec.output.topic is not None:
         if traits(spec.join.shape).table_result:
             topics.append(topic(spec.output.topic, TopicRole.OUTPUT_TABLE, COMPACT))

@@ -5,7 +5,7 @@
 1. replication factor larger than the broker count -> :class:`ReplicationFactorError`;
 2. existing topics of a co-partition group with different partition counts, or a missing member whose
    planned count differs from an existing member's -> :class:`CoPartitioningError` (as Kafka Streams
-   refuses to start);
+   refuses to start); a missing internal repartition topic is planned with its group's existing count;
 3. an existing topic the plan wants compacted (a table) whose ``cleanup.policy`` lacks ``compact`` ->
    :class:`TopicConfigError`;
 4. the broker validates the missing topics (``validate_only``), then creates them and we wait until
@@ -221,6 +221,7 @@ def ensure_topics(admin_config: Mapping[str, Any], plan: TopicPlan, *, timeout: 
             raise ReplicationFactorError(planned.name, planned.replication_factor, brokers)
 
     existing = _describe(admin, bootstrap, plan.names, deadline)
+    plan = _sized(plan, existing)
     _validate(plan, existing)
 
     missing = [t for t in plan.topics if t.name not in existing]
@@ -245,6 +246,7 @@ def check_plan(plan: TopicPlan, existing: Mapping[str, TopicState]) -> tuple[lis
     """What provisioning would do, without doing it: per planned topic ``create`` or ``exists`` (with what
     differs from the plan), and the refusal provisioning would raise (co-partitioning, a table topic that
     is not compacted) as text, or None."""
+    plan = _sized(plan, existing)
     outcomes = [
         _outcome(t, "exists", existing[t.name], _warnings(t, existing[t.name]))
         if t.name in existing
@@ -256,6 +258,11 @@ def check_plan(plan: TopicPlan, existing: Mapping[str, TopicState]) -> tuple[lis
     except StreamJoinError as exc:
         return outcomes, str(exc)
     return outcomes, None
+
+
+def _sized(plan: TopicPlan, existing: Mapping[str, TopicState]) -> TopicPlan:
+    """Internal repartition topics take the partition count of their group's existing topics."""
+    return plan.resolved({name: state.partitions for name, state in existing.items()})
 
 
 def _validate(plan: TopicPlan, existing: Mapping[str, TopicState]) -> None:
