@@ -1,15 +1,81 @@
-"""A real Airflow api-server in a subprocess, for the tests of the plugin's routes (page, auth, metrics)."""
+"""A real Airflow api-server in a subprocess, for the tests of the plugin's routes (page, auth, metrics,
+actions): :func:`start_api_server`, its metadata DB a copy of the test DB (:func:`copy_test_db`), users with
+passwords and a client (:class:`ApiServer`)."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.localdev.spark_cluster import free_port
+
+#: the test Airflow DB that scripts/test.sh migrates; each api-server of a test gets a copy of it
+TEST_AIRFLOW_DB = PROJECT_HOME / "var" / "test-airflow" / "airflow.db"
+
+
+def copy_test_db(home: Path) -> Path:
+    """A consistent copy of :data:`TEST_AIRFLOW_DB` as ``home/airflow.db`` (even while other tests write it)."""
+    assert TEST_AIRFLOW_DB.exists(), f"{TEST_AIRFLOW_DB} is missing: scripts/test.sh migrates it"
+    source = sqlite3.connect(f"file:{TEST_AIRFLOW_DB}?mode=ro", uri=True)
+    target = sqlite3.connect(home / "airflow.db")
+    source.backup(target)
+    source.close()
+    target.close()
+    return home / "airflow.db"
+
+
+@dataclass
+class ApiServer:
+    """A running api-server: its URL, users' passwords and log."""
+
+    url: str
+    passwords: dict[str, str]
+    log: Path
+    _tokens: dict[str, str] = field(default_factory=dict)
+
+    def token(self, user: str) -> str:
+        if user not in self._tokens:
+            body = json.dumps({"username": user, "password": self.passwords[user]}).encode()
+            request = urllib.request.Request(
+                f"{self.url}/auth/token", body, {"Content-Type": "application/json"}, method="POST"
+            )
+            with urllib.request.urlopen(request, timeout=30) as response:
+                self._tokens[user] = json.loads(response.read())["access_token"]
+        return self._tokens[user]
+
+    def get(self, path: str, user: str | None = None) -> tuple[int, str]:
+        """(status, body) of ``GET path`` as ``user`` (a bearer token), or anonymously."""
+        return self.request("GET", path, user)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        user: str | None = None,
+        form: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, str]:
+        """(status, body) of a request as ``user`` (a bearer token) or anonymously, with a form body."""
+        all_headers = {"Authorization": f"Bearer {self.token(user)}"} if user else {}
+        data = None
+        if form is not None:
+            data = urllib.parse.urlencode(form).encode()
+            all_headers["Content-Type"] = "application/x-www-form-urlencoded"
+        request = urllib.request.Request(self.url + path, data, {**all_headers, **(headers or {})}, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
 
 
 def start_api_server(env: dict[str, str], log_dir: Path, procs: list[subprocess.Popen[bytes]]) -> tuple[str, Path]:

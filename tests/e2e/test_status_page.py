@@ -1,92 +1,256 @@
-"""The "Stream jobs" page in a real browser: a real job launched by the supervisor, a real Airflow
-api-server (started here, on the test metadata DB), headless Debian Chromium driven by Playwright.
-Screenshots go to var/screenshots/."""
+"""The "Stream jobs" pages in a real browser: a real job launched by its owner, a real Airflow api-server
+(started here, on a copy of the test metadata DB with the action DAGs serialized into it, users ``admin``
+and ``viewer``), headless Debian Chromium driven by Playwright. One job serves every check: its history
+file, the list and the pipeline's page (charts with the job's points, links, Data Docs), the actions
+(real DAG runs in the metadata DB, read back through Airflow's REST API), a viewer's 403, a form without
+its CSRF token. Screenshots go to var/screenshots/ and are checked (PNG, size, colours of the charts)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
+import shutil
 import subprocess
+import sys
+import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import pytest
 from test_supervision import SCREENSHOTS, output_coordinates, produce_clicks, provision, wait_for, write_spec
 
-from api_server import start_api_server, stop_api_servers
-from streamjoin.airflow.operators.supervise import StopStreamJoinOperator, SuperviseStreamJoinOperator
+from api_server import ApiServer, copy_test_db, start_api_server, stop_api_servers
+from streamjoin.airflow.operators.supervise import StopStreamJoinOperator, SuperviseStreamJoinOperator, pipeline_files
 from streamjoin.core.plans import PROJECT_HOME
+from streamjoin.core.spec import load_spec
 from streamjoin.core.supervision import Policy
+from streamjoin.quality.results import CheckResult, ExpectationOutcome, write_check_result
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.airflow]
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's, installed by `make browser`
 # as root, in a closed network: no sandbox, no background connections (see scripts/install-browser.sh)
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
                  "--disable-background-networking", "--disable-component-update"]  # fmt: skip
+INPUT_COLOUR = (0x1F, 0x77, 0xB4)  # the input-rate line (streamjoin.airflow.status_page.COLORS)
+
+#: serialize the DAGs the page links to and triggers (as the dag-processor would) and give the pipeline's own
+#: DAG one run (never executed: no scheduler here), whose owner task's logs the page links to
+SYNC_DAGS = """
+import sys
+from pathlib import Path
+from airflow.api.common.trigger_dag import trigger_dag
+from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+from airflow.models.dagbundle import DagBundleModel
+from airflow.utils.session import create_session
+from airflow.utils.types import DagRunTriggeredByType
+
+folder, owner_dag = Path(sys.argv[1]), sys.argv[2]
+with create_session() as session:
+    if session.get(DagBundleModel, "dags-folder") is None:
+        session.add(DagBundleModel(name="dags-folder"))
+for name in ("streamjoin_stop_redeploy.py", "streamjoin_reprocess.py", "streamjoin_pipelines.py"):
+    bag = DagBag(dag_folder=str(folder / name), bundle_path=folder, bundle_name="dags-folder")
+    assert not bag.import_errors, bag.import_errors
+    sync_bag_to_db(bag, "dags-folder", None)
+print("OWNER_RUN=" + trigger_dag(owner_dag, triggered_by=DagRunTriggeredByType.TEST).run_id)
+"""
 
 
 @pytest.fixture
-def api_server(tmp_path: Path, kafka_bootstrap: str) -> Iterator[Callable[[Path], str]]:
-    """``start(pipelines_dir)`` -> base URL of an Airflow api-server whose plugin lists those pipelines."""
+def api_server(tmp_path: Path, kafka_bootstrap: str) -> Iterator[Callable[[Path, str], tuple[ApiServer, str]]]:
+    """``start(pipelines_dir, pipeline)`` -> (an api-server whose plugin lists those pipelines, the run id of
+    the pipeline's DAG run); users ``admin`` (ADMIN) and ``viewer`` (VIEWER: may read, not trigger)."""
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(pipelines: Path) -> str:
-        home = PROJECT_HOME / "var" / "test-airflow"
+    def start(pipelines: Path, pipeline: str) -> tuple[ApiServer, str]:
+        home = tmp_path / "airflow"
+        home.mkdir()
+        copy_test_db(home)
+        passwords = {"admin": secrets.token_urlsafe(12), "viewer": secrets.token_urlsafe(12)}
+        (home / "passwords.json").write_text(json.dumps(passwords))
         host, kafka_port = kafka_bootstrap.split(":")
         env = {
             **os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True", "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:ADMIN,viewer:VIEWER",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
             "STREAMJOIN_PIPELINES_DIR": str(pipelines),
             "AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT": json.dumps(
                 {"conn_type": "streamjoin_kafka", "host": host, "port": int(kafka_port)}
             ),
         }  # fmt: skip
-        return start_api_server(env, tmp_path, procs)[0]
+        synced = subprocess.run(
+            [sys.executable, "-c", SYNC_DAGS, str(PROJECT_HOME / "dags"), f"streamjoin_{pipeline}"],
+            env=env, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert synced.returncode == 0, synced.stderr[-3000:]
+        owner_run = synced.stdout.split("OWNER_RUN=")[1].strip()
+        url, log = start_api_server(env, tmp_path, procs)
+        return ApiServer(url, passwords, log), owner_run
 
     yield start
     stop_api_servers(procs)
 
 
-def test_stream_jobs_page_shows_a_live_job_in_chromium(
-    kafka_bootstrap: str, topic_factory: Callable[[str], str], tmp_path: Path, api_server: Callable[[Path], str]
+def check_screenshot(path: Path, min_width: int, min_height: int, colour: tuple[int, int, int] | None = None) -> None:
+    """A PNG of at least that size, not blank (many colours), and with ``colour`` (a chart's line) in it."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        assert image.format == "PNG" and image.width >= min_width and image.height >= min_height, image.size
+        colours = image.convert("RGB").getcolors(maxcolors=1 << 24) or []
+    assert len(colours) > 30, f"{path} looks blank: {len(colours)} colours"
+    if colour is not None:
+        near = sum(n for n, c in colours if sum(abs(a - b) for a, b in zip(c, colour, strict=True)) < 30)
+        assert near > 100, f"{path}: {near} pixels of the chart colour {colour}"
+
+
+def runs(server: ApiServer, dag_id: str) -> list[dict[str, Any]]:
+    """The DAG's runs as Airflow's REST API lists them (the metadata DB)."""
+    status, body = server.get(f"/api/v2/dags/{dag_id}/dagRuns", "admin")
+    assert status == 200, body
+    return list(json.loads(body)["dag_runs"])
+
+
+def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
+    kafka_bootstrap: str,
+    topic_factory: Callable[[str], str],
+    tmp_path: Path,
+    api_server: Callable[[Path, str], tuple[ApiServer, str]],
 ) -> None:
     from playwright.sync_api import sync_playwright
+
+    from streamjoin.airflow.dag_factory import DATA_DOCS
 
     assert CHROMIUM.exists(), "Debian's chromium is missing: run `make browser`"
     pipelines = tmp_path / "pipelines"
     pipelines.mkdir()
     name = f"page_{topic_factory('n').rsplit('-', 1)[1]}"
-    spec_path, topics = write_spec(pipelines / f"{name}.yaml", name, topic_factory)
+    spec_path, topics = write_spec(pipelines / f"{name}.yaml", name, topic_factory, max_offsets_per_trigger=60)
+    spec = load_spec(spec_path)
+    files = pipeline_files(spec)
     provision(kafka_bootstrap, spec_path)
     produce_clicks(kafka_bootstrap, topics["clicks"], 0, 120)
-    supervise = SuperviseStreamJoinOperator(task_id="supervise", spec_path=str(spec_path), policy=Policy())
-    supervise.execute({})  # launches the job
+    owner = SuperviseStreamJoinOperator(task_id="own_job", spec_path=str(spec_path), policy=Policy())  # watch=0
+    docs = PROJECT_HOME / DATA_DOCS / name
+
+    def batches() -> list[dict[str, Any]]:
+        return [e for e in files.history.read() if e.get("batch_id") is not None]
+
+    yesterday = (datetime.now(UTC).date() - timedelta(days=1)).isoformat()
     try:
-        wait_for(lambda: len(output_coordinates(spec_path)) >= 120, 150, "the job's first output")
-        wait_for(lambda: supervise.execute({})["state"] == "healthy", 60, "a healthy report")
-        url = api_server(pipelines)
+        assert owner.execute({})["alive"]  # launches the job
+        server, owner_run = api_server(pipelines, name)  # starts while the job does
+        wait_for(lambda: sum(e["input_records"] for e in batches()) >= 120, 150, "the job's first 120 records")
+        produce_clicks(kafka_bootstrap, topics["clicks"], 120, 30)
+        wait_for(lambda: sum(e["input_records"] for e in batches()) >= 150, 90, "the job's batch of 30 more")
+        assert len(output_coordinates(spec_path)) == 150
+
+        # the history the job wrote: one entry per committed batch, read back
+        done = batches()
+        assert [e["batch_id"] for e in done] == list(range(len(done))) and len(done) >= 3, done
+        assert sum(e["input_records"] for e in done) == 150 and done[-1]["lag"] == 0
+        assert done[0]["lag"] == 120 - done[0]["input_records"] > 0  # max_offsets_per_trigger 60: more waited
+        assert all(e["duration_ms"] > 0 and e["processed_rps"] > 0 for e in done)
+        assert len({e["run_id"] for e in done}) == 1
+        spark_ui = (files.status() or {}).get("spark_ui")
+        assert spark_ui and spark_ui.startswith("http://"), spark_ui
+        with urllib.request.urlopen(spark_ui, timeout=30) as response:  # the driver's Spark UI answers
+            assert response.status == 200
+
+        # the last quality check of the pipeline, with its Data Docs where the check writes them
+        (docs / "enriched" / yesterday / "run1").mkdir(parents=True)
+        index = docs / "enriched" / yesterday / "run1" / "index.html"
+        index.write_text(f"<html><body><h1 id='docs'>Data Docs of {name}</h1></body></html>")
+        check = CheckResult.from_outcomes(
+            pipeline=name, target="enriched", day=yesterday, data_docs_url=index.as_uri(),
+            expectations=[ExpectationOutcome("rows", "expect_table_row_count_to_be_between", True, 150, True)],
+        )  # fmt: skip
+        assert spec.output.files is not None
+        write_check_result(check, PROJECT_HOME / spec.output.files.path / "daily" / f"date={yesterday}")
+
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shots = {n: SCREENSHOTS / f"{n}.png" for n in ("stream-jobs", "stream-job-detail", "airflow-browse-menu")}
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 500})
-            page.goto(f"{url}/auth/token/login")  # all-admins mode: sets the token cookie the plugin's routes need
-            page.goto(f"{url}/streamjoin/jobs")
+            context = browser.new_context(viewport={"width": 1400, "height": 900})
+            context.add_cookies([{"name": "_token", "value": server.token("admin"), "url": server.url}])
+            page = context.new_page()
+            page.goto(f"{server.url}/streamjoin/jobs")
             row = page.locator(f"tr[data-pipeline='{name}']")
             assert row.locator("td.state").inner_text() == "healthy"
-            assert "(batch " in row.locator("td.last-batch").inner_text()
             assert f"{topics['clicks']}: 0" in row.locator("td.lag").inner_text()
-            page.screenshot(path=str(SCREENSHOTS / "stream-jobs.png"), full_page=True)
+            rate = row.locator("td.rate").inner_text()
+            assert re.fullmatch(r"[0-9.]+ rows/s over the last 5 min \([0-9,]+ rows, \d+ batch(es)?\)", rate), rate
+            assert int(row.locator("td.trend svg").get_attribute("data-points") or 0) >= 3
+            page.screenshot(path=str(shots["stream-jobs"]), full_page=True)
 
-            page.goto(f"{url}/")  # the Airflow UI links the page from its Browse menu
+            row.locator("a.detail").click()
+            page.wait_for_url(f"{server.url}/streamjoin/jobs/{name}")
+            charts = {c: page.locator(f"svg.chart[data-chart='{c}']") for c in ("rates", "lag", "duration", "state")}
+            assert int(charts["rates"].locator("polyline[data-series='input']").get_attribute("data-points") or 0) >= 3
+            for key in ("rates", "lag", "duration"):  # a point (a dot) per batch at least
+                assert int(charts[key].get_attribute("data-points") or 0) >= len(done), key
+                assert charts[key].locator("circle").count() >= len(done), key
+            assert int(charts["state"].get_attribute("data-points") or 0) >= 1
+            assert "healthy" in page.locator("#summary-state").inner_text()
+            assert "passed" in page.locator("#summary-quality").inner_text()
+            hrefs = {k: page.locator(f"#link-{k}").get_attribute("href") for k in ("dag-runs", "task-logs", "spark-ui")}
+            assert hrefs == {
+                "dag-runs": f"/dags/streamjoin_{name}/runs",
+                "task-logs": f"/dags/streamjoin_{name}/runs/{quote(owner_run, safe='')}/tasks/own_job",
+                "spark-ui": spark_ui,
+            }
+            assert page.locator("#link-backfill-runs").get_attribute("href") == f"/dags/streamjoin_backfill_{name}/runs"
+            page.screenshot(path=str(shots["stream-job-detail"]), full_page=True)
+            page.locator("#link-data-docs").click()
+            assert page.locator("#docs").inner_text() == f"Data Docs of {name}"
+            page.go_back()
+
+            # actions: each creates a DAG run in Airflow's DB with the pipeline in its conf
+            page.locator("#reprocess-day").fill(yesterday)
+            page.locator("#action-reprocess").click()
+            notice = page.locator("#triggered")
+            notice.wait_for(timeout=30_000)
+            (reprocess,) = runs(server, "streamjoin_reprocess")
+            assert reprocess["conf"] == {"pipeline": name, "start": yesterday, "end": yesterday, "overwrite": True,
+                                         "dry_run": False}  # fmt: skip
+            assert reprocess["dag_run_id"] in notice.inner_text() and reprocess["triggering_user_name"] == "admin"
+            page.locator("#action-stop").click()
+            page.locator("#triggered", has_text="streamjoin_stop_redeploy").wait_for(timeout=30_000)
+            (stop,) = runs(server, "streamjoin_stop_redeploy")
+            assert stop["conf"] == {"pipeline": name, "redeploy": False} and stop["state"] == "queued"
+
+            # a viewer may read the page but not trigger: 403, and no run; nor does a form without its token
+            assert server.get(f"/streamjoin/jobs/{name}", "viewer")[0] == 200
+            status, body = server.request("POST", f"/streamjoin/jobs/{name}/actions/redeploy", "viewer", form={})
+            assert status == 403 and "no permission to trigger DAG streamjoin_stop_redeploy" in body, body
+            cookie = {"Cookie": f"_token={server.token('admin')}"}
+            status, body = server.request("POST", f"/streamjoin/jobs/{name}/actions/stop", None, {"day": ""}, cookie)
+            assert status == 403 and "reload the page" in body, body
+            assert len(runs(server, "streamjoin_stop_redeploy")) == 1 and len(runs(server, "streamjoin_reprocess")) == 1
+            assert files.driver_alive()  # the stop run waits for a scheduler: the job still runs
+
+            page.goto(f"{server.url}/")  # the Airflow UI links the page from its Browse menu
             page.get_by_role("button", name="Browse").click(timeout=60_000)
-            link = page.get_by_role("menuitem", name="Stream jobs")
-            link.wait_for(timeout=30_000)
-            page.screenshot(path=str(SCREENSHOTS / "airflow-browse-menu.png"))
+            page.get_by_role("menuitem", name="Stream jobs").wait_for(timeout=30_000)
+            page.screenshot(path=str(shots["airflow-browse-menu"]))
 
             StopStreamJoinOperator(task_id="stop", spec_path=str(spec_path), timeout=60).execute({})
-            page.goto(f"{url}/streamjoin/jobs")
+            page.goto(f"{server.url}/streamjoin/jobs")
             assert page.locator(f"tr[data-pipeline='{name}'] td.state").inner_text() == "stopped"
             browser.close()
+        check_screenshot(shots["stream-jobs"], 1400, 200)
+        check_screenshot(shots["stream-job-detail"], 1400, 900, INPUT_COLOUR)
+        check_screenshot(shots["airflow-browse-menu"], 1400, 900)
+        with server.log.open() as log:
+            assert "Traceback" not in log.read()
     finally:
         StopStreamJoinOperator(task_id="stop", spec_path=str(spec_path), timeout=30).execute({})
-    print(f"screenshots: {SCREENSHOTS / 'stream-jobs.png'}, {SCREENSHOTS / 'airflow-browse-menu.png'}")
+        shutil.rmtree(docs, ignore_errors=True)
+    print("screenshots: " + ", ".join(str(p) for p in shots.values()))

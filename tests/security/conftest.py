@@ -10,25 +10,19 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import sqlite3
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from secure_kafka import SECURE_USER
 
-from api_server import start_api_server, stop_api_servers
+from api_server import ApiServer, copy_test_db, start_api_server, stop_api_servers
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.localdev.kafka_broker import KafkaBroker
 
 KAFKA_TEST_PORT = int(os.environ.get("STREAMJOIN_TEST_KAFKA_PORT", "19092"))
-#: the test Airflow DB that scripts/test.sh migrates; each api-server here gets a copy of it
-TEST_AIRFLOW_DB = PROJECT_HOME / "var" / "test-airflow" / "airflow.db"
 
 
 @pytest.fixture(scope="session")
@@ -70,35 +64,6 @@ with create_session() as session:
 """
 
 
-@dataclass
-class ApiServer:
-    """A running api-server: its URL, users' passwords and log."""
-
-    url: str
-    passwords: dict[str, str]
-    log: Path
-    _tokens: dict[str, str] = field(default_factory=dict)
-
-    def token(self, user: str) -> str:
-        if user not in self._tokens:
-            body = json.dumps({"username": user, "password": self.passwords[user]}).encode()
-            request = urllib.request.Request(
-                f"{self.url}/auth/token", body, {"Content-Type": "application/json"}, method="POST"
-            )
-            with urllib.request.urlopen(request, timeout=30) as response:
-                self._tokens[user] = json.loads(response.read())["access_token"]
-        return self._tokens[user]
-
-    def get(self, path: str, user: str | None = None) -> tuple[int, str]:
-        """(status, body) of ``GET path`` as ``user`` (a bearer token), or anonymously."""
-        headers = {"Authorization": f"Bearer {self.token(user)}"} if user else {}
-        try:
-            with urllib.request.urlopen(urllib.request.Request(self.url + path, headers=headers), timeout=60) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode()
-
-
 @pytest.fixture
 def api_server(tmp_path: Path) -> Iterator[Callable[..., ApiServer]]:
     """``start(pipelines_dir, dag_teams={dag_id: team}, env={...})`` -> an api-server on a copy of the test DB
@@ -107,14 +72,9 @@ def api_server(tmp_path: Path) -> Iterator[Callable[..., ApiServer]]:
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(pipelines: Path, dag_teams: dict[str, str] | None = None, env: dict[str, str] | None = None) -> ApiServer:
-        assert TEST_AIRFLOW_DB.exists(), f"{TEST_AIRFLOW_DB} is missing: scripts/test.sh migrates it"
         home = tmp_path / f"airflow-{len(procs)}"
         home.mkdir()
-        source = sqlite3.connect(f"file:{TEST_AIRFLOW_DB}?mode=ro", uri=True)
-        target = sqlite3.connect(home / "airflow.db")
-        source.backup(target)  # a consistent copy even while other tests write the original
-        source.close()
-        target.close()
+        copy_test_db(home)
         passwords = {"admin": secrets.token_urlsafe(12), "viewer": secrets.token_urlsafe(12)}
         (home / "passwords.json").write_text(json.dumps(passwords))
         airflow_env = {

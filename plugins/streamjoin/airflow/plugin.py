@@ -1,31 +1,48 @@
-"""The Airflow UI plugin (entry point ``airflow.plugins``): a "Stream jobs" page.
+"""The Airflow UI plugin (entry point ``airflow.plugins``): the "Stream jobs" pages.
 
-A FastAPI app mounted by the api-server under ``/streamjoin`` (``/streamjoin/jobs`` HTML page,
-``/streamjoin/api/jobs`` JSON, ``/streamjoin/metrics`` Prometheus text: :mod:`streamjoin.core.metrics`),
-linked from the UI's Browse menu through an external view. Per pipeline: state, last batch time, input/processed
-rows per second, lag per topic, restarts, last quality-check result. Everything is read from the files next to
-each checkpoint (:mod:`streamjoin.core.job_files`) and the input topics' end offsets (through the Kafka
-connection, security settings included): no Spark.
+A FastAPI app mounted by the api-server under ``/streamjoin``, linked from the UI's Browse menu through an
+external view:
+
+* ``/jobs``: every pipeline's state, last batch, input rate over the last minutes, a sparkline of the last
+  hour, lag per topic, restarts, last quality check; ``/api/jobs`` the same as JSON;
+* ``/jobs/<pipeline>``: one pipeline: charts of its history (rates, lag, batch duration, state size, dead
+  letters; :mod:`streamjoin.airflow.status_page`), links to its DAG runs, the owner's task logs, the Spark UI
+  and the last Data Docs (served by ``/data-docs/<pipeline>/...``), and actions; ``/api/jobs/<pipeline>``
+  and ``/api/jobs/<pipeline>/history`` as JSON;
+* ``POST /jobs/<pipeline>/actions/{stop,redeploy,reprocess}``: a run of the stop/redeploy or reprocess DAG
+  (:mod:`streamjoin.airflow.actions`);
+* ``/metrics``: Prometheus text (:mod:`streamjoin.core.metrics`).
+
+Everything is read from the files next to each checkpoint (:mod:`streamjoin.core.job_files`) and the input
+topics' end offsets (through the Kafka connection, security settings included): no Spark.
 
 Every route needs Airflow's login and permissions (the api-server does not add them to plugin apps): no token
 -> 401; no read access to DAGs -> 403; a pipeline's rows only for users who may read all of its DAGs
-(:func:`streamjoin.core.plans.pipeline_dag_ids`), ``/api/jobs/<pipeline>`` -> 403 otherwise.
+(:func:`streamjoin.core.plans.pipeline_dag_ids`), its routes -> 403 otherwise; an action also needs the
+permission to trigger its DAG (403, nothing triggered) and, from a browser session, the form's CSRF token.
 """
 
 from __future__ import annotations
 
-import html
+import hmac
+import mimetypes
 import re
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path as FilePath
 from typing import Annotated, Any
+from urllib.parse import quote, urlencode
 
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import Depends, FastAPI, HTTPException, Path
-from fastapi.responses import HTMLResponse, PlainTextResponse
+from fastapi import Depends, FastAPI, Form, HTTPException, Path, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
 
+from streamjoin.airflow.actions import ACTION_DAGS, ActionError, action_request, csrf_token, may_trigger, trigger
+from streamjoin.airflow.status_page import JobPage, Link, render_job, render_jobs
 from streamjoin.core.job_files import PipelineFiles
+from streamjoin.core.job_history import recent, series
 from streamjoin.core.metrics import Sample, prometheus_text, samples
 from streamjoin.core.plans import checkpoint_dir, pipeline_dag_ids, resolve
 from streamjoin.core.spec import PipelineSpec, load_spec
@@ -34,6 +51,10 @@ from streamjoin.kafka.client_config import KafkaClientConfig
 
 PREFIX = "/streamjoin"
 KAFKA_CONN_ID = "streamjoin_kafka_default"
+#: how much history the pipeline's page plots (the job keeps about as much: core.job_files.History)
+HISTORY_HOURS = 6.0
+#: the task of a pipeline's DAG that owns the job (dag_factory.pipeline_dag): its logs are the job's
+OWNER_TASK = "own_job"
 
 
 def _kafka() -> KafkaClientConfig | None:
@@ -74,35 +95,47 @@ def _pipelines(
             yield spec, PipelineFiles(checkpoint_dir(spec)), kafka
 
 
+def _row(
+    spec: PipelineSpec, files: PipelineFiles, kafka: KafkaClientConfig | None, now: float
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A pipeline's row (state, last batch, input rate of the last minutes, lag, restarts, quality) and its
+    history of the last :data:`HISTORY_HOURS`."""
+    from streamjoin.quality.results import latest_check_result
+
+    status, supervisor, driver = files.status(), files.supervisor(), files.driver() or {}
+    history = files.history.read(since=now - HISTORY_HOURS * 3600)
+    health = observe(files, _latest(kafka, spec), now, Policy())
+    lags = health.lag
+    if not driver and status is None:
+        state = "never started"
+    elif supervisor.get("gave_up_at") and not files.driver_alive():  # a crash loop: the owner gave up
+        state = "failed"
+    else:
+        state = health.state.value
+    quality = None
+    if spec.output.files:
+        result = latest_check_result(resolve(spec.output.files.path))
+        quality = None if result is None else result.summary()
+    activity = recent(history, now)
+    running = state in ("healthy", "lagging", "starting")
+    row = {
+        "pipeline": spec.name, "state": state, "reason": health.reason,
+        "last_batch_time": (status or {}).get("last_batch_time"), "batch_id": (status or {}).get("batch_id"),
+        "input_rows_per_second": (status or {}).get("input_rows_per_second"),
+        "processed_rows_per_second": (status or {}).get("processed_rows_per_second"),
+        "recent": {"seconds": activity.seconds, "batches": activity.batches, "records": activity.records,
+                   "rows_per_second": activity.rows_per_second},
+        "recent_text": activity.text(sum(lags.values()) if lags else None, running),
+        "lag": lags, "restarts": len(supervisor.get("restarts", [])), "quality": quality,
+    }  # fmt: skip
+    return row, history
+
+
 def job_rows(spec_paths: list[str] | None = None, *, allowed: Callable[[str], bool] = bool) -> list[dict[str, Any]]:
     """One row per pipeline spec for the page and the JSON endpoint; only pipelines whose name ``allowed``
     accepts (the caller's read access), so nothing of the others is even read."""
-    from streamjoin.quality.results import latest_check_result
-
-    rows = []
-    for spec, files, kafka in _pipelines(spec_paths, allowed):
-        status, supervisor, driver = files.status(), files.supervisor(), files.driver() or {}
-        latest = _latest(kafka, spec)
-        health = observe(files, latest, time.time(), Policy())
-        lags = health.lag
-        if not driver and status is None:
-            state = "never started"
-        elif supervisor.get("gave_up_at") and not files.driver_alive():  # a crash loop: the owner gave up
-            state = "failed"
-        else:
-            state = health.state.value
-        quality = None
-        if spec.output.files:
-            result = latest_check_result(resolve(spec.output.files.path))
-            quality = None if result is None else result.summary()
-        rows.append({
-            "pipeline": spec.name, "state": state, "reason": health.reason,
-            "last_batch_time": (status or {}).get("last_batch_time"), "batch_id": (status or {}).get("batch_id"),
-            "input_rows_per_second": (status or {}).get("input_rows_per_second"),
-            "processed_rows_per_second": (status or {}).get("processed_rows_per_second"),
-            "lag": lags, "restarts": len(supervisor.get("restarts", [])), "quality": quality,
-        })  # fmt: skip
-    return rows
+    now = time.time()
+    return [_row(spec, files, kafka, now)[0] for spec, files, kafka in _pipelines(spec_paths, allowed)]
 
 
 def metric_samples(spec_paths: list[str] | None = None, *, allowed: Callable[[str], bool] = bool) -> list[Sample]:
@@ -112,33 +145,6 @@ def metric_samples(spec_paths: list[str] | None = None, *, allowed: Callable[[st
         restarts = len(files.supervisor().get("restarts", []))
         out += samples(spec.name, files.status(), _latest(kafka, spec), restarts)
     return out
-
-
-def _num(value: Any) -> str:
-    return "-" if value is None else f"{value:,.1f}"
-
-
-def render(rows: list[dict[str, Any]]) -> str:
-    body = "".join(
-        f"<tr data-pipeline='{html.escape(r['pipeline'])}'><td>{html.escape(r['pipeline'])}</td>"
-        f"<td class='state {html.escape(r['state'])}' title='{html.escape(r['reason'])}'>{html.escape(r['state'])}</td>"
-        f"<td class='last-batch'>{html.escape(str(r['last_batch_time'] or '-'))} (batch {r['batch_id']})</td>"
-        f"<td>{_num(r['input_rows_per_second'])}</td><td>{_num(r['processed_rows_per_second'])}</td>"
-        f"<td class='lag'>{'<br>'.join(f'{html.escape(t)}: {n:,}' for t, n in r['lag'].items()) or '-'}</td>"
-        f"<td class='restarts'>{r['restarts']}</td><td>{html.escape(r['quality'] or 'no check yet')}</td></tr>"
-        for r in rows
-    )  # fmt: skip
-    style = (
-        "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
-        "padding:.4em .7em;text-align:left;vertical-align:top}.healthy{color:#0a0}.dead,.failed,.stale{color:#c00}"
-        ".lagging,.starting{color:#c80}"
-    )
-    head = ("<tr><th>Pipeline</th><th>State</th><th>Last batch</th><th>Input rows/s</th><th>Processed rows/s</th>"
-            "<th>Lag per topic</th><th>Restarts</th><th>Last quality check</th></tr>")  # fmt: skip
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>Stream jobs</title><style>{style}</style>"
-        f"</head><body><h2>Stream jobs</h2><table id='stream-jobs'>{head}{body}</table></body></html>"
-    )
 
 
 def readable_by(user: Any) -> Callable[[str], bool]:
@@ -167,9 +173,40 @@ app = FastAPI(title="streamjoin stream jobs", dependencies=[Depends(requires_acc
 PIPELINE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,99}$")
 
 
+Pipeline = Annotated[str, Path(max_length=100, pattern=PIPELINE_NAME.pattern)]
+
+
+def _root() -> str:
+    """The Airflow UI's path (``[api] base_url``'s, ``/`` by default), ending with ``/``."""
+    from airflow.api_fastapi.app import API_ROOT_PATH
+
+    return API_ROOT_PATH if API_ROOT_PATH.endswith("/") else API_ROOT_PATH + "/"
+
+
+def _jobs_url() -> str:
+    return f"{_root()}{PREFIX.strip('/')}/jobs"
+
+
+def _readable(user: Any, pipeline: str) -> None:
+    if not readable_by(user)(pipeline):
+        raise HTTPException(403, f"no read access to the DAGs of pipeline {pipeline!r}")
+
+
+def _one(pipeline: str) -> tuple[PipelineSpec, PipelineFiles, KafkaClientConfig | None]:
+    found = next(_pipelines(None, lambda name: name == pipeline), None)
+    if found is None:
+        raise HTTPException(404, f"no pipeline {pipeline!r}")
+    return found
+
+
 @app.get("/jobs", response_class=HTMLResponse)
 def jobs_page(user: GetUserDep) -> str:
-    return render(job_rows(allowed=readable_by(user)))
+    now = time.time()
+    rows = []
+    for spec, files, kafka in _pipelines(None, readable_by(user)):
+        row, history = _row(spec, files, kafka, now)
+        rows.append({**row, "trend": series([e for e in history if now - e["t"] <= 3600], "input_rps")})
+    return render_jobs(rows, _jobs_url())
 
 
 @app.get("/api/jobs")
@@ -178,16 +215,154 @@ def jobs_json(user: GetUserDep) -> list[dict[str, Any]]:
 
 
 @app.get("/api/jobs/{pipeline}")
-def job_json(
-    pipeline: Annotated[str, Path(max_length=100, pattern=PIPELINE_NAME.pattern)], user: GetUserDep
-) -> dict[str, Any]:
+def job_json(pipeline: Pipeline, user: GetUserDep) -> dict[str, Any]:
     """One pipeline's row: 404 if there is no such pipeline, 403 if the user may not read its DAGs."""
-    if not readable_by(user)(pipeline):
-        raise HTTPException(403, f"no read access to the DAGs of pipeline {pipeline!r}")
-    rows = job_rows(allowed=lambda name: name == pipeline)
-    if not rows:
-        raise HTTPException(404, f"no pipeline {pipeline!r}")
-    return rows[0]
+    _readable(user, pipeline)
+    return _row(*_one(pipeline), time.time())[0]
+
+
+@app.get("/api/jobs/{pipeline}/history")
+def job_history_json(
+    pipeline: Pipeline, user: GetUserDep, hours: Annotated[float, Query(gt=0, le=24)] = HISTORY_HOURS
+) -> list[dict[str, Any]]:
+    """The job's history entries of the last ``hours`` (as far as the job keeps them), oldest first."""
+    _readable(user, pipeline)
+    return _one(pipeline)[1].history.read(since=time.time() - hours * 3600)
+
+
+def _latest_run(dag_id: str) -> str | None:
+    """The run id of the DAG's newest run (None: none, or the DB did not answer)."""
+    try:
+        from airflow.models.dagrun import DagRun
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
+
+        with create_session() as session:
+            query = select(DagRun.run_id).where(DagRun.dag_id == dag_id).order_by(DagRun.run_after.desc()).limit(1)
+            return session.scalar(query)
+    except Exception:
+        return None
+
+
+def _data_docs(spec: PipelineSpec) -> Link:
+    """The last quality check's Data Docs: served here when the check wrote them under ``var/data_docs``."""
+    from streamjoin.airflow.dag_factory import DATA_DOCS
+    from streamjoin.quality.results import data_docs_file, latest_check_result
+
+    result = latest_check_result(resolve(spec.output.files.path)) if spec.output.files else None
+    url = result.data_docs_url if result else None
+    if result is None or not url:
+        return Link("data-docs", "Last Data Docs", None, "no quality check yet" if result is None else "none written")
+    local = data_docs_file(url)
+    root = resolve(DATA_DOCS) / spec.name
+    if local is not None and local.resolve().is_relative_to(root.resolve()):
+        relative = local.resolve().relative_to(root.resolve()).as_posix()
+        href = f"{_root()}{PREFIX.strip('/')}/data-docs/{quote(spec.name)}/{quote(relative)}"
+        return Link("data-docs", "Last Data Docs", href, f"({result.day}, {'passed' if result.success else 'FAILED'})")
+    if url.startswith(("http://", "https://")):
+        return Link("data-docs", "Last Data Docs", url, f"({result.day})")
+    return Link("data-docs", "Last Data Docs", None, url)
+
+
+def _links(spec: PipelineSpec, status: dict[str, Any], alive: bool) -> list[Link]:
+    root = _root()
+    owner_dag, backfill_dag = pipeline_dag_ids(spec.name)
+    run = _latest_run(owner_dag)
+    logs = (f"{root}dags/{owner_dag}/runs/{quote(run, safe='')}/tasks/{OWNER_TASK}" if run
+            else f"{root}dags/{owner_dag}/tasks/{OWNER_TASK}")  # fmt: skip
+    spark_ui = status.get("spark_ui")
+    return [
+        Link("dag-runs", "Runs of the pipeline's DAG", f"{root}dags/{owner_dag}/runs"),
+        Link("task-logs", "The job owner's task logs", logs, "(latest run)" if run else "(no run yet)"),
+        Link("backfill-runs", "Daily backfill runs", f"{root}dags/{backfill_dag}/runs"),
+        Link("action-runs", "Stop/redeploy runs", f"{root}dags/{ACTION_DAGS['stop']}/runs"),
+        Link("reprocess-runs", "Reprocess runs", f"{root}dags/{ACTION_DAGS['reprocess']}/runs"),
+        Link("spark-ui", "Spark UI", spark_ui if alive and spark_ui else None,
+             "" if alive and spark_ui else "the job is not running" if not alive else "not reported by the job"),
+        _data_docs(spec),
+    ]  # fmt: skip
+
+
+@app.get("/jobs/{pipeline}", response_class=HTMLResponse)
+def job_page(
+    pipeline: Pipeline,
+    request: Request,
+    user: GetUserDep,
+    triggered: Annotated[str | None, Query(max_length=100)] = None,
+    run: Annotated[str | None, Query(max_length=250)] = None,
+) -> str:
+    """One pipeline's page; ``triggered``/``run`` name the run an action just created."""
+    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+
+    _readable(user, pipeline)
+    spec, files, kafka = _one(pipeline)
+    now = time.time()
+    row, history = _row(spec, files, kafka, now)
+    status = files.status() or {}
+    done = None
+    if triggered is not None and triggered in ACTION_DAGS.values() and run:
+        from airflow.models.dag import DagModel
+
+        model = DagModel.get_dagmodel(triggered)
+        href = f"{_root()}dags/{triggered}/runs/{quote(run, safe='')}"
+        done = (triggered, run, href, bool(model and model.is_paused))
+    cookie = request.cookies.get(COOKIE_NAME_JWT_TOKEN)
+    page = JobPage(
+        row=row, status=status, history=history, now=now, restarts=files.supervisor().get("restarts", []),
+        links=_links(spec, status, files.driver_alive()), jobs_url=_jobs_url(),
+        csrf=csrf_token(cookie) if cookie else "", triggered=done, hours=HISTORY_HOURS,
+    )  # fmt: skip
+    return render_job(page)
+
+
+@app.post("/jobs/{pipeline}/actions/{action}", response_model=None)
+def job_action(
+    pipeline: Pipeline,
+    action: Annotated[str, Path(max_length=20)],
+    request: Request,
+    user: GetUserDep,
+    csrf: Annotated[str | None, Form(max_length=100)] = None,
+    day: Annotated[str | None, Form(max_length=40)] = None,
+) -> RedirectResponse | JSONResponse:
+    """Trigger the action's DAG for the pipeline: 403 without read access to the pipeline or the permission
+    to trigger the DAG (nothing is triggered), 400 for a bad day; then a redirect to the pipeline's page
+    (JSON ``{dag_id, run_id, conf}`` if the client accepts JSON)."""
+    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+
+    _readable(user, pipeline)
+    _one(pipeline)
+    dag_id = ACTION_DAGS.get(action)
+    if dag_id is None:
+        raise HTTPException(404, f"no action {action[:20]!r}; expected one of {', '.join(ACTION_DAGS)}")
+    if not may_trigger(user, dag_id):
+        raise HTTPException(403, f"no permission to trigger DAG {dag_id}")
+    if not request.headers.get("authorization"):  # a browser session (the cookie): the form must carry its token
+        cookie = request.cookies.get(COOKIE_NAME_JWT_TOKEN) or ""
+        if not cookie or not csrf or not hmac.compare_digest(csrf, csrf_token(cookie)):
+            raise HTTPException(403, "the form's token does not match this session: reload the page and try again")
+    try:
+        wanted = action_request(action, pipeline, day, datetime.now(UTC).date())
+        done = trigger(wanted, user.get_name())
+    except ActionError as exc:
+        raise HTTPException(400, str(exc)) from None
+    if "application/json" in request.headers.get("accept", ""):
+        return JSONResponse({"dag_id": done.dag_id, "run_id": done.run_id, "conf": wanted.conf, "paused": done.paused})
+    query = urlencode({"triggered": done.dag_id, "run": done.run_id})
+    return RedirectResponse(f"{_jobs_url()}/{quote(pipeline)}?{query}", status_code=303)
+
+
+@app.get("/data-docs/{pipeline}/{path:path}")
+def data_docs(pipeline: Pipeline, path: str, user: GetUserDep) -> FileResponse:
+    """A file of the pipeline's Data Docs (``var/data_docs/<pipeline>/...``); nothing outside it."""
+    from streamjoin.airflow.dag_factory import DATA_DOCS
+
+    _readable(user, pipeline)
+    root = (resolve(DATA_DOCS) / pipeline).resolve()
+    target = (root / path).resolve()
+    if not target.is_relative_to(root) or not target.is_file():
+        raise HTTPException(404, "no such file in the pipeline's Data Docs")
+    media = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+    return FileResponse(FilePath(target), media_type=media)
 
 
 @app.get("/metrics", response_class=PlainTextResponse)

@@ -3,6 +3,8 @@
 Per pipeline, in its checkpoint folder ``var/checkpoints/<name>/``:
 
 * ``status.json``: the job's heartbeat after every batch (see :mod:`streamjoin.spark.heartbeat`);
+* ``history.jsonl``: one JSON line per committed batch (and one per minute while idle), the last hours of
+  them (:class:`History`): what the status page plots;
 * ``stop``: the stop marker, honoured by the job between batches;
 * ``driver.json``: pid, process group, start time and spark-submit log of the launched driver;
 * ``supervisor.json``: the owner's record: restart times, lag alerts, last assessment, whether it gave up;
@@ -14,6 +16,8 @@ Per pipeline, in its checkpoint folder ``var/checkpoints/<name>/``:
   are). The layout and the text of the entries are Spark's own, so tools that read Spark checkpoints read it.
 
 Every write goes to a temporary file first and is renamed over the target: a reader never sees half of it.
+The history is appended to (one ``write`` per line, by the one driver holding the lease) and rewritten
+atomically when trimmed; its reader skips a line a crash tore.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ LEASE_FILE = "lease.json"
 SUPERVISOR_FILE = "supervisor.json"
 INTENT_FILE = "intent"
 INTENTS = ("run", "stop", "redeploy")
+HISTORY_FILE = "history.jsonl"
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -99,6 +104,11 @@ class PipelineFiles:
     def offset_log(self) -> OffsetLog:
         return OffsetLog(self.checkpoint / QUERY_DIR)
 
+    @property
+    def history(self) -> History:
+        """The job's per-batch history (:class:`History`)."""
+        return History(self.checkpoint / HISTORY_FILE)
+
     def driver(self) -> dict[str, Any] | None:
         return _read(self.checkpoint / DRIVER_FILE)
 
@@ -143,6 +153,81 @@ class PipelineFiles:
 
     def clear_stop(self) -> None:
         (self.checkpoint / STOP_FILE).unlink(missing_ok=True)
+
+
+def parse_history(text: str) -> list[dict[str, Any]]:
+    """The entries of a history file's text, oldest first; a line that is not a whole JSON object (the last
+    one, torn by a crash mid-write) is skipped."""
+    entries = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("t"), int | float):
+            entries.append(entry)
+    return entries
+
+
+def trim_history(
+    entries: list[dict[str, Any]], now: float, keep_seconds: float, max_entries: int
+) -> list[dict[str, Any]]:
+    """The entries of the last ``keep_seconds`` before ``now``, at most the newest ``max_entries``."""
+    recent = [e for e in entries if now - float(e["t"]) <= keep_seconds]
+    return recent[-max_entries:] if max_entries > 0 else []
+
+
+class History:
+    """The job's per-batch history (``history.jsonl``), bounded to the last ``keep_seconds`` and
+    ``max_entries``: appended one line at a time, trimmed (rewritten atomically) every ``trim_every`` appends.
+
+    Each entry has ``t`` (epoch s) and what the heartbeat records (:mod:`streamjoin.spark.heartbeat`).
+    """
+
+    def __init__(
+        self, path: Path, *, keep_seconds: float = 6 * 3600, max_entries: int = 20_000, trim_every: int = 500
+    ) -> None:
+        self.path = path
+        self.keep_seconds, self.max_entries, self.trim_every = keep_seconds, max_entries, trim_every
+        self._appended = 0
+        self._checked_tail = False
+
+    def read(self, since: float | None = None) -> list[dict[str, Any]]:
+        """The entries (oldest first), those at or after ``since`` (epoch s) if given."""
+        try:
+            text = self.path.read_text(errors="replace")
+        except OSError:
+            return []
+        entries = parse_history(text)
+        return entries if since is None else [e for e in entries if float(e["t"]) >= since]
+
+    def append(self, entry: dict[str, Any]) -> None:
+        """Add ``entry`` (``t`` is set to now if missing) as one line; trim the file now and then."""
+        entry = {"t": round(time.time(), 3), **entry}
+        line = json.dumps(entry, default=str, separators=(",", ":")) + "\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as out:
+            if not self._checked_tail:  # a crash may have torn the last line: start ours on a line of its own
+                self._checked_tail = True
+                if out.tell() > 0 and not self._ends_with_newline():
+                    line = "\n" + line
+            out.write(line)
+        self._appended += 1
+        if (self._appended - 1) % self.trim_every == 0:  # at this process's first append, then every trim_every
+            self.trim(float(entry["t"]))
+
+    def _ends_with_newline(self) -> bool:
+        with self.path.open("rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) == b"\n"
+
+    def trim(self, now: float | None = None) -> None:
+        """Keep the last ``keep_seconds`` and ``max_entries`` (a rewrite, atomic, only if something goes)."""
+        entries = self.read()
+        kept = trim_history(entries, time.time() if now is None else now, self.keep_seconds, self.max_entries)
+        if len(kept) < len(entries):
+            lines = "".join(json.dumps(e, default=str, separators=(",", ":")) + "\n" for e in kept)
+            write_text_atomic(self.path, lines)
 
 
 #: The offset log's folder in the checkpoint.

@@ -137,7 +137,11 @@ class StreamJob:
         self.kafka = KafkaOffsets(settings.bootstrap)
         self.sources = source_orders(spec)
         self.writer = BatchWriter(spark, spec, settings)
-        self.heartbeat = Heartbeat(self.files, spec.name, self.offset_log.query_id(), str(uuid.uuid4()))
+        self.heartbeat = Heartbeat(
+            self.files, spec.name, self.offset_log.query_id(), str(uuid.uuid4()), spark.sparkContext.uiWebUrl
+        )
+        #: the inputs' end offsets when the next batch was planned: the lag it leaves (history, status page)
+        self._latest_at_plan: dict[TopicPartition, int] | None = None
         self.lease = Lease(self.files.checkpoint)
         # a committed batch's state must be there, whole: never start from an older or empty one
         self.writer.store.verify(at_least=self.offset_log.last_committed())
@@ -225,6 +229,7 @@ class StreamJob:
         latest = self.kafka.latest(partitions)
         if ceiling is not None:
             latest = {tp: min(o, ceiling.get(tp, start[tp])) for tp, o in latest.items()}
+        self._latest_at_plan = latest
         return plan_batch(start, latest, self.sources, self.kafka, self.spec.trigger.max_offsets_per_trigger)
 
     def _run_batch(self, batch_id: int, start: Offsets, ends: Offsets) -> None:
@@ -236,9 +241,16 @@ class StreamJob:
         for tp, ts in summary.max_ts.items():
             if ts is not None:
                 self.partition_time[tp] = max(ts, self.partition_time.get(tp, ts))
-        self.heartbeat.batch(
-            batch_id, summary.rows, started, time.time() - started, ends, self._watermarks(), self.writer.last_counts
-        )
+        seconds, counts, lag = time.time() - started, self.writer.last_counts, self._lag_left(ends)
+        self.heartbeat.batch(batch_id, summary.rows, started, seconds, ends, self._watermarks(), counts, lag)
+
+    def _lag_left(self, ends: Offsets) -> int | None:
+        """Records on the inputs when the batch was planned that it left for later (None: a batch planned
+        before a restart, whose plan-time offsets are gone)."""
+        latest, self._latest_at_plan = self._latest_at_plan, None
+        if latest is None:
+            return None
+        return sum(max(0, o - ends.get(t, {}).get(p, o)) for (t, p), o in latest.items())
 
     def _watermarks(self) -> dict[str, int]:
         """Per stream input, the event time every one of its partitions has reached (the smallest of their

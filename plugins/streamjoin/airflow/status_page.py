@@ -1,0 +1,186 @@
+"""The HTML of the Stream jobs pages (the list and one pipeline's page), from data the plugin gathered
+(:mod:`streamjoin.airflow.plugin`). Plain HTML with inline SVG charts (:mod:`streamjoin.core.charts`): no
+JavaScript, nothing loaded from elsewhere. Every value is escaped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from html import escape
+from typing import Any
+from urllib.parse import quote
+
+from streamjoin.core.charts import Series, line_chart, sparkline
+from streamjoin.core.job_history import job_starts, series
+
+STYLE = (
+    "body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+    "padding:.4em .7em;text-align:left;vertical-align:top}.healthy{color:#0a0}.dead,.failed,.stale{color:#c00}"
+    ".lagging,.starting{color:#c80}.charts{display:flex;flex-wrap:wrap;gap:1em}svg.chart{border:1px solid #ddd;"
+    "background:#fff}svg .title{font-size:12px;font-weight:bold}svg .axis,svg .legend{font-size:10px}"
+    "svg .grid{stroke:#eee}svg .marker{stroke:#c00;stroke-dasharray:4 3}svg .empty{font-size:12px;fill:#999}"
+    "form{display:inline-block;margin-right:1em}.notice{background:#eef7ee;border:1px solid #9c9;padding:.5em}"
+    "ul.links li{margin:.2em 0}th{background:#f6f6f6}"
+)
+COLORS = {"input": "#1f77b4", "processed": "#ff7f0e", "lag": "#d62728", "duration": "#2ca02c",
+          "state": "#9467bd", "dead": "#8c564b"}  # fmt: skip
+
+
+def _page(title: str, body: str) -> str:
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body>{body}</body></html>")  # fmt: skip
+
+
+def _lag(lag: Mapping[str, int]) -> str:
+    return "<br>".join(f"{escape(t)}: {n:,}" for t, n in lag.items()) or "-"
+
+
+def _num(value: Any, unit: str = "") -> str:
+    return "-" if value is None else f"{value:,.1f}{unit}"
+
+
+def _bytes(value: Any) -> str:
+    if value is None:
+        return "-"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{size:,.1f} GiB"
+
+
+def _when(t: float | None) -> str:
+    return "-" if t is None else datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def render_jobs(rows: Sequence[Mapping[str, Any]], jobs_url: str) -> str:
+    """The list: one row per pipeline (``rows`` of ``job_rows``, each with ``recent_text`` and ``trend``
+    points), the name linking to ``{jobs_url}/{pipeline}``."""
+    body = "".join(
+        f"<tr data-pipeline='{escape(r['pipeline'])}'><td><a class='detail' href='{escape(jobs_url)}/"
+        f"{quote(r['pipeline'])}'>{escape(r['pipeline'])}</a></td>"
+        f"<td class='state {escape(r['state'])}' title='{escape(r['reason'])}'>{escape(r['state'])}</td>"
+        f"<td class='last-batch'>{escape(str(r['last_batch_time'] or '-'))} (batch {r['batch_id']})</td>"
+        f"<td class='rate'>{escape(r['recent_text'])}</td><td class='trend'>{sparkline(r['trend'])}</td>"
+        f"<td class='lag'>{_lag(r['lag'])}</td><td class='restarts'>{r['restarts']}</td>"
+        f"<td>{escape(r['quality'] or 'no check yet')}</td></tr>"
+        for r in rows
+    )  # fmt: skip
+    head = ("<tr><th>Pipeline</th><th>State</th><th>Last batch</th><th>Input rate</th><th>Last hour</th>"
+            "<th>Lag per topic</th><th>Restarts</th><th>Last quality check</th></tr>")  # fmt: skip
+    return _page("Stream jobs", f"<h2>Stream jobs</h2><table id='stream-jobs'>{head}{body}</table>")
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link of the pipeline's page (``id='link-{key}'``); without ``href`` only the note is shown."""
+
+    key: str
+    label: str
+    href: str | None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """What one pipeline's page shows."""
+
+    row: Mapping[str, Any]
+    status: Mapping[str, Any]
+    history: Sequence[Mapping[str, Any]]
+    now: float
+    restarts: Sequence[float]
+    links: Sequence[Link]
+    jobs_url: str
+    csrf: str
+    #: (DAG id, run id, link to the run, whether the DAG is paused) of the run an action just created
+    triggered: tuple[str, str, str, bool] | None = None
+    hours: float = 6.0
+
+
+def charts(history: Sequence[Mapping[str, Any]], now: float, hours: float, restarts: Sequence[float]) -> list[str]:
+    """The page's charts over the history of the last ``hours`` (from its first entry if later): rates, lag,
+    batch duration, state size, dead letters; job starts and the owner's restarts as markers."""
+    start = max(now - hours * 3600, min((float(e["t"]) for e in history), default=now - 3600) - 1)
+    marks = [(t, "job started") for t in job_starts(history)] + [(t, "restarted by its owner") for t in restarts]
+
+    def one(label: str, field: str, color: str, scale: float = 1.0) -> list[Series]:
+        return [Series(label, series(history, field, scale), COLORS[color])]
+
+    rates = [*one("input", "input_rps", "input"), *one("processed", "processed_rps", "processed")]
+    spec = [
+        ("rates", "Records per second", rates),
+        ("lag", "Lag (records left on the inputs)", one("lag", "lag", "lag")),
+        ("duration", "Batch duration (s)", one("duration", "duration_ms", "duration", 0.001)),
+        ("state", "State size (bytes)", one("state", "state_bytes", "state")),
+        ("dead_letters", "Dead letters per batch", one("dead letters", "dead_letters", "dead")),
+    ]
+    return [line_chart(name, title, lines, start=start, end=now, markers=marks) for name, title, lines in spec]
+
+
+def render_job(page: JobPage) -> str:
+    """One pipeline's page: summary, links, charts, actions."""
+    r, s = page.row, page.status
+    name = str(r["pipeline"])
+    totals = s.get("totals") or {}
+    restarts = escape(", ".join(_when(t) for t in page.restarts[-5:]))
+    last = f"{escape(str(r['last_batch_time'] or '-'))} (batch {r['batch_id']}, {s.get('num_input_rows', '-')} rows"
+    seconds = s.get("batch_duration_ms")
+    last += f" in {seconds / 1000:,.1f} s)" if isinstance(seconds, int | float) else ")"
+    summary = [
+        ("state", "State", f"<span class='state {escape(r['state'])}'>{escape(r['state'])}</span> "
+                           f"({escape(r['reason'])})"),
+        ("last-batch", "Last batch", last),
+        ("rate", "Input rate", escape(r["recent_text"])),
+        ("batch-rates", "Last batch rates", f"{_num(r['input_rows_per_second'])} rows/s in, "
+                                      f"{_num(r['processed_rows_per_second'])} rows/s processed"),
+        ("lag", "Lag per topic", _lag(r["lag"])),
+        ("state-size", "State size", _bytes(s.get("state_bytes"))),
+        ("dead-letters", "Dead letters", f"{s.get('dead_letters', '-')} in the last batch, "
+                                         f"{totals.get('dead_letters', '-')} since the query started"),
+        ("restarts", "Restarts by its owner", f"{r['restarts']}" + (f" (last: {restarts})" if restarts else "")),
+        ("starts", "Job starts in the history", str(len(job_starts(page.history)))),
+        ("quality", "Last quality check", escape(r["quality"] or "no check yet")),
+    ]  # fmt: skip
+    table = "".join(f"<tr id='summary-{k}'><th>{escape(label)}</th><td>{v}</td></tr>" for k, label, v in summary)
+    links = "".join(
+        f"<li>{escape(link.label)}: <a id='link-{escape(link.key)}' href='{escape(link.href)}'>{escape(link.href)}</a>"
+        f"{' ' + escape(link.note) if link.note else ''}</li>"
+        if link.href else f"<li id='link-{escape(link.key)}'>{escape(link.label)}: {escape(link.note or '-')}</li>"
+        for link in page.links
+    )  # fmt: skip
+    notice = ""
+    if page.triggered:
+        dag_id, run_id, href, paused = page.triggered
+        notice = (f"<p class='notice' id='triggered'>Triggered <a href='{escape(href)}'>{escape(run_id)}</a> of "
+                  f"{escape(dag_id)}" + (" (the DAG is paused: the run waits until it is unpaused)" if paused else "")
+                  + "</p>")  # fmt: skip
+    action_url = f"{page.jobs_url}/{quote(name)}/actions"
+    hidden = f"<input type='hidden' name='csrf' value='{escape(page.csrf)}'>"
+    yesterday = day_before(page.now).isoformat()
+    actions = (
+        f"<form method='post' action='{escape(action_url)}/stop'>{hidden}"
+        "<button id='action-stop' type='submit'>Stop</button></form>"
+        f"<form method='post' action='{escape(action_url)}/redeploy'>{hidden}"
+        "<button id='action-redeploy' type='submit'>Redeploy</button></form>"
+        f"<form method='post' action='{escape(action_url)}/reprocess'>{hidden}"
+        f"<label>Day (UTC) <input id='reprocess-day' type='date' name='day' max='{yesterday}' value='{yesterday}' "
+        "required></label> <button id='action-reprocess' type='submit'>Reprocess day</button></form>"
+    )  # fmt: skip
+    plots = "".join(charts(page.history, page.now, page.hours, page.restarts))
+    body = (
+        f"<p><a id='all-jobs' href='{escape(page.jobs_url)}'>Stream jobs</a></p><h2>{escape(name)}</h2>{notice}"
+        f"<table id='summary'>{table}</table><h3>Links</h3><ul class='links'>{links}</ul>"
+        f"<h3>History (last {page.hours:g} hours)</h3><div class='charts'>{plots}</div>"
+        f"<h3>Actions</h3><p>Each creates a run of an Airflow DAG (your permissions apply).</p>"
+        f"<div id='actions'>{actions}</div>"
+    )  # fmt: skip
+    return _page(f"Stream job {name}", body)
+
+
+def day_before(now: float) -> date:
+    """The last day (UTC) that is over at ``now``."""
+    return datetime.fromtimestamp(now, UTC).date() - timedelta(days=1)

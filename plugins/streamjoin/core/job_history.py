@@ -1,0 +1,82 @@
+"""What the status page shows of a job's history (:class:`streamjoin.core.job_files.History` entries): series
+to plot, the job's starts, and the recent rate. Pure: no Airflow, no Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: the window of the recent rate (seconds)
+RECENT_WINDOW = 300.0
+
+Point = tuple[float, float]
+
+
+def series(entries: Sequence[Mapping[str, Any]], field: str, scale: float = 1.0) -> list[Point]:
+    """``(t, value * scale)`` of every entry with a number in ``field``, in time order."""
+    points = []
+    for entry in entries:
+        value = entry.get(field)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            points.append((float(entry["t"]), float(value) * scale))
+    return sorted(points)
+
+
+def job_starts(entries: Sequence[Mapping[str, Any]]) -> list[float]:
+    """When a new run of the job (a start, restart or redeploy: a new ``run_id``) wrote its first entry,
+    the first run excluded."""
+    starts, previous = [], None
+    for entry in entries:
+        run = entry.get("run_id")
+        if run is not None and previous is not None and run != previous:
+            starts.append(float(entry["t"]))
+        previous = run if run is not None else previous
+    return starts
+
+
+@dataclass(frozen=True)
+class Recent:
+    """The batches of the last ``seconds`` before now: how many, the records they read, since when idle."""
+
+    batches: int
+    records: int
+    seconds: float
+    last_batch_age: float | None
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+    def text(self, lag: int | None, running: bool = True) -> str:
+        """For a person: the rate over the window; without a batch in it, ``idle`` if the job runs and
+        nothing waits (``lag`` 0; None: unknown), else how long since the last batch."""
+        minutes = f"{self.seconds / 60:g} min"
+        if self.batches:
+            return (f"{self.rows_per_second:,.1f} rows/s over the last {minutes} "
+                    f"({self.records:,} rows, {self.batches} batch{'es' if self.batches != 1 else ''})")  # fmt: skip
+        since = "" if self.last_batch_age is None else f", last batch {_age(self.last_batch_age)} ago"
+        if running and lag == 0:
+            return f"idle: caught up{since}"
+        waiting = f" with {lag:,} records waiting" if lag else ""
+        return f"no batch in the last {minutes}{waiting}{since}"
+
+
+def recent(entries: Sequence[Mapping[str, Any]], now: float, window: float = RECENT_WINDOW) -> Recent:
+    """The batches (entries with a ``batch_id``) of the last ``window`` seconds before ``now``."""
+    batches = [e for e in entries if e.get("batch_id") is not None]
+    inside = [e for e in batches if now - float(e["t"]) <= window]
+    last = max((float(e["t"]) for e in batches), default=None)
+    return Recent(
+        batches=len(inside), records=sum(int(e.get("input_records") or 0) for e in inside), seconds=window,
+        last_batch_age=None if last is None else max(0.0, now - last),
+    )  # fmt: skip
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,144 @@
+"""The status page's pure parts: SVG charts (well-formed, points where the data is, spikes kept when
+downsampled), the pages' HTML (values escaped, links, action forms with the CSRF token) and the actions'
+requests."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from datetime import date
+
+import pytest
+
+from streamjoin.airflow.actions import (
+    REPROCESS_DAG,
+    STOP_REDEPLOY_DAG,
+    ActionError,
+    action_request,
+    csrf_token,
+)
+from streamjoin.airflow.status_page import JobPage, Link, render_job, render_jobs
+from streamjoin.core.charts import Series, downsample, line_chart, nice_ceiling, sparkline
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _coords(polyline: ET.Element) -> list[tuple[float, float]]:
+    return [(float(x), float(y)) for x, y in (p.split(",") for p in polyline.attrib["points"].split())]
+
+
+def test_a_line_chart_puts_each_point_where_its_time_and_value_are() -> None:
+    points = [(1000.0, 0.0), (1050.0, 5.0), (1100.0, 10.0)]
+    svg = line_chart("lag", "Lag", [Series("lag", points, "#d62728")], start=1000, end=1100, width=252, height=144)
+    root = ET.fromstring(svg)  # well-formed XML
+    assert root.attrib["data-chart"] == "lag" and root.attrib["data-points"] == "3"
+    (line,) = root.iter(f"{SVG}polyline")
+    assert line.attrib["data-series"] == "lag" and line.attrib["stroke"] == "#d62728"
+    # plot area: x 52..242 (200 px for 100 s), y 22..122 (100 px for 0..10)
+    assert _coords(line) == [(52.0, 122.0), (147.0, 72.0), (242.0, 22.0)]
+    assert len(list(root.iter(f"{SVG}circle"))) == 3
+    labels = [t.text for t in root.iter(f"{SVG}text")]
+    assert "10" in labels and "0" in labels and "00:16:40" in labels  # y max, y 0, start time (UTC)
+
+
+def test_points_outside_the_period_are_left_out_and_an_empty_chart_says_so() -> None:
+    svg = line_chart("x", "X", [Series("a", [(5.0, 1.0), (50.0, 2.0)], "#000")], start=10, end=100)
+    assert ET.fromstring(svg).attrib["data-points"] == "1"
+    empty = ET.fromstring(line_chart("x", "X <&>", [Series("a", [], "#000")], start=10, end=100))
+    assert empty.attrib["data-points"] == "0"
+    assert "no data in this period" in [t.text for t in empty.iter(f"{SVG}text")]
+    assert "X <&>" in [t.text for t in empty.iter(f"{SVG}text")]  # escaped in the markup, intact when parsed
+
+
+def test_markers_are_dashed_lines_with_a_title() -> None:
+    svg = line_chart("r", "R", [Series("a", [(0.0, 1.0)], "#000")], start=0, end=100, markers=[(50.0, "job started")])
+    markers = [e for e in ET.fromstring(svg).iter(f"{SVG}line") if e.attrib.get("class") == "marker"]
+    assert len(markers) == 1 and markers[0].find(f"{SVG}title").text == "job started"  # type: ignore[union-attr]
+
+
+def test_downsampling_keeps_each_bucket_s_extremes() -> None:
+    points = [(float(t), 1.0) for t in range(10_000)]
+    points[4321] = (4321.0, 99.0)  # a spike
+    points[777] = (777.0, -5.0)
+    out = downsample(points, 200)
+    assert len(out) <= 200 and (4321.0, 99.0) in out and (777.0, -5.0) in out
+    assert out == sorted(out) and downsample(points[:50], 200) == points[:50]
+
+
+@pytest.mark.parametrize(
+    ("value", "ceiling"), [(0, 1), (0.7, 1), (1, 1), (1.01, 2), (3, 5), (230, 250), (9001, 10_000)]
+)
+def test_nice_ceiling(value: float, ceiling: float) -> None:
+    assert nice_ceiling(value) == pytest.approx(ceiling)
+
+
+def test_sparkline() -> None:
+    root = ET.fromstring(sparkline([(0.0, 0.0), (10.0, 4.0), (20.0, 2.0)], width=102, height=26))
+    (line,) = root.iter(f"{SVG}polyline")
+    assert _coords(line) == [(1.0, 25.0), (51.0, 1.0), (101.0, 13.0)]
+    assert ET.fromstring(sparkline([])).attrib["data-points"] == "0"
+
+
+def _row(name: str = "clicks") -> dict[str, object]:
+    return {"pipeline": name, "state": "healthy", "reason": "batch 7, lag 0", "last_batch_time": "2026-11-24T10:00:00",
+            "batch_id": 7, "input_rows_per_second": 0.0, "processed_rows_per_second": 80.0,
+            "recent_text": "idle: caught up, last batch 3 min ago", "lag": {"clicks-topic": 0}, "restarts": 1,
+            "quality": None, "trend": [(0.0, 1.0), (60.0, 3.0)]}  # fmt: skip
+
+
+def test_the_list_links_each_pipeline_and_shows_an_honest_rate() -> None:
+    page = render_jobs([_row(), {**_row("<script>"), "reason": "'><b>x"}], "/streamjoin/jobs")
+    assert "<a class='detail' href='/streamjoin/jobs/clicks'>clicks</a>" in page
+    assert "idle: caught up, last batch 3 min ago" in page and "0.0" not in page
+    assert "<script>" not in page and "&lt;script&gt;" in page and "'><b>x" not in page
+    assert page.count("class='sparkline' data-points='2'") == 2
+
+
+def test_a_pipeline_page_has_its_charts_links_and_action_forms() -> None:
+    now = 1_800_000_000.0
+    history = [{"t": now - 600 + 60 * i, "batch_id": i, "run_id": "r", "input_records": 10 * i, "input_rps": float(i),
+                "processed_rps": 2.0 * i, "duration_ms": 900, "lag": 100 - 10 * i, "state_bytes": 4096,
+                "dead_letters": 1} for i in range(8)]  # fmt: skip
+    page = render_job(JobPage(
+        row=_row(), status={"num_input_rows": 70, "batch_duration_ms": 900, "state_bytes": 4096, "dead_letters": 1,
+                            "totals": {"dead_letters": 8}},
+        history=history, now=now, restarts=[now - 300],
+        links=[Link("dag-runs", "Runs", "/dags/streamjoin_clicks/runs"),
+               Link("spark-ui", "Spark UI", None, "not running")],
+        jobs_url="/streamjoin/jobs", csrf="tok'en",
+        triggered=("streamjoin_stop_redeploy", "manual__<x>", "/dags/streamjoin_stop_redeploy/runs/manual__%3Cx%3E",
+                   True),
+    ))  # fmt: skip
+    charts = dict(re.findall(r"data-chart='([a-z_]+)' data-points='(\d+)'", page))
+    assert charts == {"rates": "16", "lag": "8", "duration": "8", "state": "8", "dead_letters": "8"}
+    assert page.count("class='marker'") == 5  # the owner's restart, on each chart
+    assert "<a id='link-dag-runs' href='/dags/streamjoin_clicks/runs'>" in page
+    assert "<li id='link-spark-ui'>Spark UI: not running</li>" in page
+    for action in ("stop", "redeploy", "reprocess"):
+        assert f"<form method='post' action='/streamjoin/jobs/clicks/actions/{action}'>" in page
+    assert page.count("<input type='hidden' name='csrf' value='tok&#x27;en'>") == 3
+    assert "max='2027-01-14'" in page  # the reprocessed day: yesterday at most (UTC)
+    assert "manual__&lt;x&gt;" in page and "the DAG is paused" in page
+    assert "4.0 KiB" in page and "8 since the query started" in page
+
+
+def test_actions_become_runs_of_the_stop_redeploy_and_reprocess_dags() -> None:
+    today = date(2026, 11, 24)
+    stop = action_request("stop", "clicks", None, today)
+    assert (stop.dag_id, stop.conf) == (STOP_REDEPLOY_DAG, {"pipeline": "clicks", "redeploy": False})
+    assert action_request("redeploy", "clicks", "ignored", today).conf["redeploy"] is True
+    day = action_request("reprocess", "clicks", "2026-11-23", today)
+    assert (day.dag_id, day.conf) == (
+        REPROCESS_DAG, {"pipeline": "clicks", "start": "2026-11-23", "end": "2026-11-23", "overwrite": True,
+                        "dry_run": False},
+    )  # fmt: skip
+    for bad in (None, "", "2026-11-24", "2026-13-01", "23/11/2026", "\uff12\uff10\uff12\uff16-11-23", "2026-11-23; rm"):
+        with pytest.raises(ActionError):
+            action_request("reprocess", "clicks", bad, today)
+    with pytest.raises(ActionError, match="unknown action"):
+        action_request("delete", "clicks", None, today)
+
+
+def test_the_csrf_token_is_bound_to_the_session() -> None:
+    assert csrf_token("jwt-a") == csrf_token("jwt-a") != csrf_token("jwt-b")
+    assert "jwt-a" not in csrf_token("jwt-a") and len(csrf_token("jwt-a")) == 64
