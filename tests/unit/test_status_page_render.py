@@ -112,7 +112,7 @@ def test_a_pipeline_page_has_its_charts_links_and_action_forms() -> None:
     charts = dict(re.findall(r"data-chart='([a-z_]+)' data-points='(\d+)'", page))
     assert charts == {"rates": "16", "lag": "8", "duration": "8", "state": "8", "dead_letters": "8"}
     assert page.count("class='marker'") == 5  # the owner's restart, on each chart
-    assert "<a id='link-dag-runs' href='/dags/streamjoin_clicks/runs'>" in page
+    assert "<a id='link-dag-runs' href='/dags/streamjoin_clicks/runs' target='_top'>" in page
     assert "<li id='link-spark-ui'>Spark UI: not running</li>" in page
     for action in ("stop", "redeploy", "reprocess"):
         assert f"<form method='post' action='/streamjoin/jobs/clicks/actions/{action}'>" in page

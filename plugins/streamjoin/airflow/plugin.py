@@ -258,9 +258,10 @@ def _data_docs(spec: PipelineSpec) -> Link:
     if local is not None and local.resolve().is_relative_to(root.resolve()):
         relative = local.resolve().relative_to(root.resolve()).as_posix()
         href = f"{_root()}{PREFIX.strip('/')}/data-docs/{quote(spec.name)}/{quote(relative)}"
-        return Link("data-docs", "Last Data Docs", href, f"({result.day}, {'passed' if result.success else 'FAILED'})")
+        note = f"({result.day}, {'passed' if result.success else 'FAILED'})"
+        return Link("data-docs", "Last Data Docs", href, note, "_blank")
     if url.startswith(("http://", "https://")):
-        return Link("data-docs", "Last Data Docs", url, f"({result.day})")
+        return Link("data-docs", "Last Data Docs", url, f"({result.day})", "_blank")
     return Link("data-docs", "Last Data Docs", None, url)
 
 
@@ -278,7 +279,8 @@ def _links(spec: PipelineSpec, status: dict[str, Any], alive: bool) -> list[Link
         Link("action-runs", "Stop/redeploy runs", f"{root}dags/{ACTION_DAGS['stop']}/runs"),
         Link("reprocess-runs", "Reprocess runs", f"{root}dags/{ACTION_DAGS['reprocess']}/runs"),
         Link("spark-ui", "Spark UI", spark_ui if alive and spark_ui else None,
-             "" if alive and spark_ui else "the job is not running" if not alive else "not reported by the job"),
+             "" if alive and spark_ui else "the job is not running" if not alive else "not reported by the job",
+             "_blank"),
         _data_docs(spec),
     ]  # fmt: skip
 
@@ -336,7 +338,8 @@ def job_action(
         raise HTTPException(404, f"no action {action[:20]!r}; expected one of {', '.join(ACTION_DAGS)}")
     if not may_trigger(user, dag_id):
         raise HTTPException(403, f"no permission to trigger DAG {dag_id}")
-    if not request.headers.get("authorization"):  # a browser session (the cookie): the form must carry its token
+    # a browser session (the cookie, whatever other Authorization a browser may add): the form's token is due
+    if not request.headers.get("authorization", "").lower().startswith("bearer "):
         cookie = request.cookies.get(COOKIE_NAME_JWT_TOKEN) or ""
         if not cookie or not csrf or not hmac.compare_digest(csrf, csrf_token(cookie)):
             raise HTTPException(403, "the form's token does not match this session: reload the page and try again")

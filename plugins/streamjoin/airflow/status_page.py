@@ -76,12 +76,15 @@ def render_jobs(rows: Sequence[Mapping[str, Any]], jobs_url: str) -> str:
 
 @dataclass(frozen=True)
 class Link:
-    """A link of the pipeline's page (``id='link-{key}'``); without ``href`` only the note is shown."""
+    """A link of the pipeline's page (``id='link-{key}'``); without ``href`` only the note is shown.
+    ``target``: ``_top`` leaves the Airflow UI's plugin frame for a page of the UI, ``_blank`` opens a page of
+    elsewhere (the Spark UI refuses to be framed)."""
 
     key: str
     label: str
     href: str | None
     note: str = ""
+    target: str = "_top"
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,8 @@ def render_job(page: JobPage) -> str:
     ]  # fmt: skip
     table = "".join(f"<tr id='summary-{k}'><th>{escape(label)}</th><td>{v}</td></tr>" for k, label, v in summary)
     links = "".join(
-        f"<li>{escape(link.label)}: <a id='link-{escape(link.key)}' href='{escape(link.href)}'>{escape(link.href)}</a>"
+        f"<li>{escape(link.label)}: <a id='link-{escape(link.key)}' href='{escape(link.href)}' "
+        f"target='{escape(link.target)}'>{escape(link.href)}</a>"
         f"{' ' + escape(link.note) if link.note else ''}</li>"
         if link.href else f"<li id='link-{escape(link.key)}'>{escape(link.label)}: {escape(link.note or '-')}</li>"
         for link in page.links
