@@ -48,7 +48,10 @@ def stream_watermark(
     reported = files.watermark()
     if reported is not None:
         return reported, str(files.status_path)
-    topics = [i.topic for i in spec.inputs.values() if i.role is Role.STREAM]
+    from streamjoin.core.repartition import join_view
+
+    # the topics the join reads (a repartitioned stream: its internal topic, whose offsets the job logs)
+    topics = [i.topic for i in join_view(spec).inputs.values() if i.role is Role.STREAM]
     positions: Mapping[str, Mapping[int, int]] | None = files.offset_log.committed_offsets()
     source = "checkpoint offsets"
     if positions is None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+from streamjoin.core.repartition import join_view
 from streamjoin.core.spec import PipelineSpec, Role, Shape
 
 DAY_MS = 86_400_000
@@ -123,7 +124,7 @@ def plan_day(spec: PipelineSpec, day: date | str, *, lateness_ms: int = DEFAULT_
     end = start + DAY_MS
     grace = max(spec.join.grace, lateness_ms)
     reads = []
-    for inp in spec.inputs.values():
+    for inp in join_view(spec).inputs.values():  # a repartitioned input: its internal topic, as the stream read it
         if inp.role is Role.STREAM:
             reads.append(TopicRead(inp.topic, inp.role, start - lookback_ms(spec), end + grace))
         else:

@@ -25,14 +25,16 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streamjoin.core.batch_plan import BatchPlan, TopicPartition, by_topic, plan_batch
 from streamjoin.core.errors import CheckpointLockedError, CorruptCheckpointError
-from streamjoin.core.job_files import Lease, Offsets, PipelineFiles
+from streamjoin.core.job_files import Lease, OffsetLog, Offsets, PipelineFiles
 from streamjoin.core.ordering import source_orders
+from streamjoin.core.repartition import join_view, repartitioned
 from streamjoin.core.spec import Kind, PipelineSpec, Role
 from streamjoin.kafka.client_config import KafkaTarget
 from streamjoin.kafka.offsets import KafkaOffsets
 from streamjoin.spark.engine import SMALL_STATES, BatchOutput, process_batch, state_schemas
 from streamjoin.spark.events import BatchSummary
 from streamjoin.spark.heartbeat import Heartbeat
+from streamjoin.spark.repartition import Repartitioner
 from streamjoin.spark.shapes import spark_shape
 from streamjoin.spark.sinks import dead_letter_rows, file_rows, kafka_rows, write_files, write_kafka
 from streamjoin.spark.source import read_offsets
@@ -131,11 +133,18 @@ class StreamJob:
     """The batch loop of one pipeline; :meth:`run` until caught up (available-now) or stopped."""
 
     def __init__(self, spark: SparkSession, spec: PipelineSpec, settings: JobSettings) -> None:
+        moved, spec = repartitioned(spec), join_view(spec)  # the join reads repartitioned inputs' internal topics
         self.spark, self.spec, self.settings = spark, spec, settings
         self.files = PipelineFiles(Path(settings.checkpoint_dir))
         self.offset_log = self.files.offset_log
         self.kafka = KafkaOffsets(settings.bootstrap)
         self.sources = source_orders(spec)
+        self.repartitioners = [
+            Repartitioner(spark, item, settings.bootstrap,
+                          OffsetLog(self.files.checkpoint / "repartition" / item.input),
+                          self.kafka, settings.starting_offsets)
+            for item in moved
+        ]  # fmt: skip
         self.writer = BatchWriter(spark, spec, settings)
         self.heartbeat = Heartbeat(
             self.files, spec.name, self.offset_log.query_id(), str(uuid.uuid4()), spark.sparkContext.uiWebUrl
@@ -196,6 +205,8 @@ class StreamJob:
     def _loop(self) -> int:
         last = self.offset_log.last_committed()
         batch_id = 0 if last is None else last + 1
+        if self.settings.available_now:  # what the inputs hold now reaches the internal topics first
+            self._repartition()
         ceiling = self.kafka.latest(self._partitions()) if self.settings.available_now else None
         interval = self.spec.trigger.processing_time / 1000
         ran = 0
@@ -205,6 +216,8 @@ class StreamJob:
             start = self._start_of(batch_id, partitions)
             ends = self.offset_log.planned(batch_id)
             if ends is None:
+                if ceiling is None:
+                    self._repartition()
                 plan = self._plan(start, partitions, ceiling)
                 if plan.empty:
                     if ceiling is not None:
@@ -222,6 +235,14 @@ class StreamJob:
             batch_id += 1
             ran += 1
         return ran
+
+    def _repartition(self) -> None:
+        """Copy the repartitioned inputs' new records to their internal topics (before a batch is planned)."""
+        for repartitioner in self.repartitioners:
+            copied = repartitioner.step()
+            if copied:
+                line = {"pipeline": self.spec.name, "input": repartitioner.item.input, "copied": copied}
+                print(f"streamjoin repartition {json.dumps(line)}", flush=True)
 
     def _plan(
         self, start: dict[TopicPartition, int], partitions: list[TopicPartition], ceiling: Mapping | None

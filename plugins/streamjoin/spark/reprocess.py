@@ -24,6 +24,7 @@ from streamjoin.core.backfill import BackfillPlan, partition_path
 from streamjoin.core.batch_plan import by_topic, plan_batch
 from streamjoin.core.ordering import source_orders
 from streamjoin.core.plans import checkpoint_dir, resolve
+from streamjoin.core.repartition import join_view
 from streamjoin.core.spec import PipelineSpec
 from streamjoin.kafka.client_config import KafkaTarget
 from streamjoin.kafka.clients import offsets_for_time
@@ -99,6 +100,7 @@ def reprocess_day(
     size, memory bounded by the batch); publish the enriched output (and the aggregate's updates of the
     day) unless ``dry_run``."""
     started = time.monotonic()
+    spec = join_view(spec)  # a repartitioned input is read from its internal topic, as the stream read it
     result = DayResult(day=plan.day.isoformat(), dry_run=dry_run)
     ranges = topic_ranges(plan, bootstrap)
     kafka = KafkaOffsets(bootstrap)

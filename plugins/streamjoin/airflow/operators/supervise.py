@@ -48,9 +48,11 @@ def launch_job(
 
 
 def _latest(spec: PipelineSpec, kafka: KafkaClientConfig) -> dict[str, dict[int, int]]:
+    from streamjoin.core.repartition import join_view
     from streamjoin.kafka.clients import end_offsets
 
-    return {t: end_offsets(kafka, t) for t in sorted({i.topic for i in spec.inputs.values()})}
+    # the topics the join reads, whose offsets its status reports (a repartitioned input: its internal topic)
+    return {t: end_offsets(kafka, t) for t in sorted({i.topic for i in join_view(spec).inputs.values()})}
 
 
 class _PipelineOperator(BaseOperator):

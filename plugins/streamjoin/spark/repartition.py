@@ -1,0 +1,139 @@
+"""The copy step of a repartitioned input: its new records, read with Spark, written to its internal topic.
+
+Before the join plans a batch, :meth:`Repartitioner.step` copies every record of the source topic that is
+on the broker now (up to a ceiling in available-now runs) to ``<pipeline>-<input>-repartition``
+(:mod:`streamjoin.core.repartition`: murmur2 placement, bytes and timestamps unchanged, copy order).
+
+Why a producer in the driver and not Spark's Kafka sink: the sink cannot set a record's timestamp, and the
+join plans its batches with Kafka's offsets-for-time over the internal topic, so its records must carry
+their source timestamps. One idempotent producer writes each partition's records in copy order (Spark sorts
+them; the driver iterates one Spark partition at a time, so memory stays bounded).
+
+Exactly the records, across a crash: step N's source end offsets and the internal topic's end offsets
+before it are logged before it copies (its own offset log beside the job's); ``commits/N`` after every
+record is acknowledged. A step run again after a crash skips, per internal partition, the records that
+already reached it (the growth of that partition's end offset since the plan).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from confluent_kafka import KafkaError, Message, Producer
+from pyspark.sql import SparkSession, Window
+from pyspark.sql import functions as F
+
+from streamjoin.core.batch_plan import TopicPartition, by_topic
+from streamjoin.core.errors import DeliveryError
+from streamjoin.core.job_files import OffsetLog, Offsets
+from streamjoin.core.repartition import AlreadyWritten, Repartitioned, target_partition
+from streamjoin.kafka.client_config import KafkaTarget
+from streamjoin.kafka.clients import producer_config
+from streamjoin.kafka.offsets import KafkaOffsets
+from streamjoin.spark.source import read_offsets
+
+
+class Repartitioner:
+    """Copies one repartitioned input to its internal topic, step by step.
+
+    :param log: the step log (``<checkpoint>/repartition/<input>``)
+    :param starting_offsets: ``earliest`` or ``latest``: where the first step starts, as the job's first batch
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        item: Repartitioned,
+        kafka: KafkaTarget,
+        log: OffsetLog,
+        offsets: KafkaOffsets,
+        starting_offsets: str = "earliest",
+    ) -> None:
+        self.spark, self.item, self.kafka, self.log, self.offsets = spark, item, kafka, log, offsets
+        self.starting_offsets = starting_offsets
+        #: records copied by this object's steps (for the job's report)
+        self.copied = 0
+
+    def step(self, ceiling: Mapping[TopicPartition, int] | None = None) -> int:
+        """Copy what the source topic holds now (at most up to ``ceiling``); a step planned before a crash
+        runs first, unchanged. Returns the number of records written."""
+        last = self.log.last_committed()
+        step_id = 0 if last is None else last + 1
+        sources = self.offsets.partitions([self.item.source])
+        internal = self.offsets.partitions([self.item.internal])
+        start = self._start(step_id, sources)
+        planned = self.log.planned(step_id)
+        written: dict[int, int] = {}
+        if planned is None:
+            latest = self.offsets.latest(sources)
+            if ceiling is not None:
+                latest = {tp: min(o, ceiling.get(tp, start[tp])) for tp, o in latest.items()}
+            if all(latest[tp] <= start[tp] for tp in sources):
+                return 0
+            planned = by_topic(latest) | by_topic(self.offsets.latest(internal))
+            self.log.plan(step_id, planned, int(time.time() * 1000))
+        else:
+            now = self.offsets.latest(internal)
+            before = planned.get(self.item.internal, {})
+            written = {p: now[(t, p)] - before.get(p, 0) for t, p in internal}
+            print(f"streamjoin repartition {self.item.input}: step {step_id} was not committed; it runs again "
+                  f"(already written per partition: {written})", flush=True)  # fmt: skip
+        ends = {self.item.source: planned[self.item.source]}
+        count = self._copy(by_topic(start), ends, len(internal), written)
+        self.log.commit(step_id)
+        self.copied += count
+        return count
+
+    def _start(self, step_id: int, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        previous: Offsets | None = self.log.planned(step_id - 1) if step_id > 0 else self.log.initial()
+        if previous is None:
+            which = self.offsets.latest if self.starting_offsets == "latest" else self.offsets.earliest
+            previous = by_topic(which(partitions))
+            self.log.set_initial(previous)
+        start = {tp: previous[tp[0]][tp[1]] for tp in partitions if tp[1] in previous.get(tp[0], {})}
+        return start | self.offsets.earliest([tp for tp in partitions if tp not in start])
+
+    def _copy(self, start: Offsets, ends: Offsets, partitions: int, written: Mapping[int, int]) -> int:
+        source = self.item.source
+        raw = read_offsets(self.spark, self.kafka, start, ends)
+        running = Window.partitionBy("partition").orderBy("offset").rowsBetween(Window.unboundedPreceding, 0)
+        ordered = raw.withColumn("effective_ts", F.max("ts").over(running)).orderBy(
+            "effective_ts", "partition", "offset"
+        )
+        producer = Producer(producer_config(self.kafka))
+        failures: list[KafkaError] = []
+
+        def on_delivery(error: KafkaError | None, _: Message) -> None:
+            if error is not None:
+                failures.append(error)
+
+        already = AlreadyWritten(written)
+        count = 0
+        for row in ordered.toLocalIterator(prefetchPartitions=False):
+            key = None if row["key"] is None else bytes(row["key"])
+            value = None if row["value"] is None else bytes(row["value"])
+            target = target_partition(key, row["partition"], partitions)
+            if already.skip(target):
+                continue  # reached the topic before the crash
+            headers: list[tuple[str, str | bytes | None]] = [
+                ("source_topic", source),
+                ("source_partition", str(row["partition"])),
+                ("source_offset", str(row["offset"])),
+            ]
+            while True:
+                try:
+                    producer.produce(
+                        self.item.internal, key=key, value=value, partition=target,
+                        timestamp=max(0, row["ts"]), headers=headers, on_delivery=on_delivery,
+                    )  # fmt: skip
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain
+                    producer.poll(0.1)
+            count += 1
+            producer.poll(0)
+        remaining = producer.flush(60)
+        if failures or remaining:
+            reason = failures[0].str() if failures else "not acknowledged within 60 s"
+            raise DeliveryError(self.item.internal, len(failures) + remaining, count, reason, transient=True)
+        return count
