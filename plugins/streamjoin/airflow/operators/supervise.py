@@ -48,11 +48,16 @@ def launch_job(
 
 
 def _latest(spec: PipelineSpec, kafka: KafkaClientConfig) -> dict[str, dict[int, int]]:
-    from streamjoin.core.repartition import join_view
     from streamjoin.kafka.clients import end_offsets
 
-    # the topics the join reads, whose offsets its status reports (a repartitioned input: its internal topic)
-    return {t: end_offsets(kafka, t) for t in sorted({i.topic for i in join_view(spec).inputs.values()})}
+    return {t: end_offsets(kafka, t) for t in _join_topics(spec)}
+
+
+def _join_topics(spec: PipelineSpec) -> list[str]:
+    """The topics the join reads, whose offsets its status reports (a repartitioned input: its internal topic)."""
+    from streamjoin.core.repartition import join_view
+
+    return sorted({i.topic for i in join_view(spec).inputs.values()})
 
 
 class _PipelineOperator(BaseOperator):
@@ -156,7 +161,7 @@ class SuperviseStreamJoinOperator(SpecLineageMixin, _PipelineOperator):
                 raise StreamJobFailure(f"{spec.name}: lag {health.total_lag} above {self.policy.lag_threshold}")
             return self._report(spec, files, health, health.state.value)
         trigger = StreamJobTrigger(
-            checkpoint=str(files.checkpoint), topics=sorted({i.topic for i in spec.inputs.values()}),
+            checkpoint=str(files.checkpoint), topics=_join_topics(spec),
             kafka_conn_id=self.kafka_conn_id, policy=policy_kwargs(self.policy), watch_until=time.time() + self.watch,
             poll=self.poll, waiting=not files.driver_alive() and self._meant_down(files),
             lagging_since=record.get("lagging_since"),
