@@ -2,6 +2,7 @@
 # Resolves the Java artifacts from Maven Central into git-ignored .local/jars/:
 #   kafka/  a single-node KRaft broker (java/kafka-broker/pom.xml), run by streamjoin.localdev.kafka_broker
 #   spark/  Spark's Kafka connector (java/spark-kafka/pom.xml), passed to Spark as spark.jars
+#   hdfs/   Hadoop's MiniDFSCluster (java/hdfs-minicluster/pom.xml), the HDFS of the tests (streamjoin.localdev.hdfs)
 # Idempotent: a folder that already holds its marker jar is left alone (FORCE=1 resolves again).
 # Maven's local repository (~/.m2) makes a second resolution work offline.
 set -euo pipefail
@@ -31,3 +32,4 @@ fetch() {  # fetch <name> <pom> <marker glob>
 command -v mvn > /dev/null || { echo "mvn not found: install Maven (apt-get install maven)" >&2; exit 1; }
 fetch kafka java/kafka-broker/pom.xml 'kafka_2.13-*.jar'
 fetch spark java/spark-kafka/pom.xml 'spark-sql-kafka-0-10_2.13-*.jar'
+fetch hdfs java/hdfs-minicluster/pom.xml 'hadoop-client-minicluster-*.jar'

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from streamjoin.core.repartition import join_view
 from streamjoin.core.spec import PipelineSpec, Role, Shape
+from streamjoin.core.storage import join
 
 DAY_MS = 86_400_000
 DAILY_DIR = "daily"
@@ -132,9 +133,14 @@ def plan_day(spec: PipelineSpec, day: date | str, *, lateness_ms: int = DEFAULT_
     return BackfillPlan(spec.name, day, start, end, grace, tuple(reads))
 
 
+def partition_location(files_location: str, day: date) -> str:
+    """Where a reprocessed day is published: ``<files.path>/daily/date=YYYY-MM-DD`` (a path or a URI)."""
+    return join(files_location, DAILY_DIR, f"date={day.isoformat()}")
+
+
 def partition_path(files_path: str | Path, day: date) -> Path:
-    """Where a reprocessed day is published: ``<files.path>/daily/date=YYYY-MM-DD``."""
-    return Path(files_path) / DAILY_DIR / f"date={day.isoformat()}"
+    """:func:`partition_location` of a local output."""
+    return Path(partition_location(str(files_path), day))
 
 
 @dataclass(frozen=True)

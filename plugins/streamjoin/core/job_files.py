@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from streamjoin.core.errors import CheckpointLockedError, CorruptCheckpointError
+from streamjoin.core.storage import LocalStorage, Storage, join, write_text_atomic
 
 STATUS_FILE = "status.json"
 STOP_FILE = "stop"
@@ -51,13 +51,6 @@ def _read(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    partial.write_text(text)
-    partial.replace(path)
 
 
 def _write(path: Path, record: dict[str, Any]) -> None:
@@ -102,6 +95,7 @@ class PipelineFiles:
 
     @property
     def offset_log(self) -> OffsetLog:
+        """The offset log when the checkpoint keeps it here (a spec without ``checkpoint_location``)."""
         return OffsetLog(self.checkpoint / QUERY_DIR)
 
     @property
@@ -243,20 +237,22 @@ class OffsetLog:
     the very same records. ``commits/N`` marks it done. Old entries are pruned, the newest ``keep`` kept.
     """
 
-    def __init__(self, root: Path, keep: int = 100) -> None:
-        self.root = root
+    def __init__(self, root: str | Path, storage: Storage | None = None, keep: int = 100) -> None:
+        self.root = str(root)
+        self.storage: Storage = storage or LocalStorage()
         self.keep = keep
 
     def _batches(self, folder: str) -> list[int]:
-        directory = self.root / folder
-        return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit()) if directory.is_dir() else []
+        return sorted(int(name) for name in self.storage.children(join(self.root, folder)) if name.isdigit())
 
     def _metadata(self) -> dict[str, Any]:
-        path = self.root / "metadata"
-        if not path.exists():
-            write_text_atomic(path, json.dumps({"id": str(uuid.uuid4())}) + "\n")
+        path = join(self.root, "metadata")
+        text = self.storage.read_text(path)
+        if text is None:
+            text = json.dumps({"id": str(uuid.uuid4())}) + "\n"
+            self.storage.write_text(path, text)
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(text)
             str(data["id"])
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptCheckpointError(path, f"not a query metadata file ({exc}); move it aside") from exc
@@ -273,7 +269,7 @@ class OffsetLog:
 
     def set_initial(self, start: Offsets) -> None:
         data = self._metadata() | {"start": {t: {str(p): o for p, o in parts.items()} for t, parts in start.items()}}
-        write_text_atomic(self.root / "metadata", json.dumps(data) + "\n")
+        self.storage.write_text(join(self.root, "metadata"), json.dumps(data) + "\n")
 
     def last_committed(self) -> int | None:
         done = self._batches("commits")
@@ -281,12 +277,12 @@ class OffsetLog:
 
     def planned(self, batch_id: int) -> Offsets | None:
         """The end offsets batch ``batch_id`` reads up to (None: not planned)."""
-        path = self.root / "offsets" / str(batch_id)
-        if not path.exists():
+        path = join(self.root, "offsets", str(batch_id))
+        text = self.storage.read_text(path)
+        if text is None:
             return None
-        lines = path.read_text().splitlines()
         try:
-            data = json.loads(lines[2])
+            data = json.loads(text.splitlines()[2])
             return {topic: {int(p): int(o) for p, o in parts.items()} for topic, parts in data.items()}
         except (IndexError, ValueError, AttributeError) as exc:
             raise CorruptCheckpointError(path, f"not an offsets entry ({exc}); move the checkpoint aside") from exc
@@ -294,10 +290,11 @@ class OffsetLog:
     def plan(self, batch_id: int, ends: Offsets, timestamp_ms: int) -> None:
         meta = {"batchWatermarkMs": 0, "batchTimestampMs": timestamp_ms}
         offsets = {t: {str(p): o for p, o in sorted(parts.items())} for t, parts in sorted(ends.items())}
-        write_text_atomic(self.root / "offsets" / str(batch_id), f"v1\n{json.dumps(meta)}\n{json.dumps(offsets)}")
+        entry = f"v1\n{json.dumps(meta)}\n{json.dumps(offsets)}"
+        self.storage.write_text(join(self.root, "offsets", str(batch_id)), entry)
 
     def commit(self, batch_id: int) -> None:
-        write_text_atomic(self.root / "commits" / str(batch_id), 'v1\n{"nextBatchWatermarkMs":0}')
+        self.storage.write_text(join(self.root, "commits", str(batch_id)), 'v1\n{"nextBatchWatermarkMs":0}')
         self._prune(batch_id)
 
     def committed_offsets(self) -> Offsets | None:
@@ -312,7 +309,7 @@ class OffsetLog:
         for folder in ("offsets", "commits"):
             for batch in self._batches(folder):
                 if batch <= newest - self.keep:
-                    (self.root / folder / str(batch)).unlink(missing_ok=True)
+                    self.storage.delete(join(self.root, folder, str(batch)))
 
 
 def _dead_here(owner: str) -> bool:
@@ -325,21 +322,29 @@ def _dead_here(owner: str) -> bool:
 class Lease:
     """The checkpoint's lease: one driver at a time runs batches on a checkpoint, whatever launched it.
 
-    :meth:`acquire` creates ``lease.json`` atomically (a hard link of a complete file: of two drivers
-    starting at once, one wins) or takes over a lease whose driver died without releasing it (at once when
-    that driver was a process of this host, else once the lease expired);
-    the holder renews it (:meth:`renew`) well before it expires and checks that it still holds it before
-    committing a batch (:attr:`held`); :meth:`release` removes it on a clean stop.
+    :meth:`acquire` creates ``lease.json`` atomically (:meth:`Storage.create_new`: of two drivers starting
+    at once, one wins) or takes over a lease whose driver died without releasing it (at once when that
+    driver was a process of this host, else once the lease expired); the holder renews it
+    (:meth:`renew`) well before it expires and checks that it still holds it before committing a batch
+    (:attr:`held`); :meth:`release` removes it on a clean stop.
     """
 
-    def __init__(self, checkpoint: Path, *, ttl: float = 30.0) -> None:
-        self.path = checkpoint / LEASE_FILE
+    def __init__(self, checkpoint: str | Path, storage: Storage | None = None, *, ttl: float = 30.0) -> None:
+        self.path = join(str(checkpoint), LEASE_FILE)
+        self.storage: Storage = storage or LocalStorage()
         self.ttl = ttl
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.held = False
 
     def _record(self) -> str:
         return json.dumps({"owner": self.owner, "expires_at": time.time() + self.ttl})
+
+    def _current(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.storage.read_text(self.path) or "null")
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
 
     def _refuse_unless_mine(self, current: dict[str, Any] | None) -> None:
         if current is None or current.get("owner") == self.owner:
@@ -351,29 +356,22 @@ class Lease:
 
     def acquire(self, settle: float = 0.5) -> None:
         """Hold the lease or raise :class:`CheckpointLockedError` naming its holder."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        staged = self.path.with_name(f".{LEASE_FILE}.{self.owner.replace(':', '-')}")
-        staged.write_text(self._record())
-        try:
-            os.link(staged, self.path)  # fails if a lease exists: no two drivers both create one
-        except FileExistsError:
-            self._refuse_unless_mine(_read(self.path))
-            write_text_atomic(self.path, self._record())  # the holder's lease expired: take it over
-        finally:
-            staged.unlink(missing_ok=True)
+        if not self.storage.create_new(self.path, self._record()):
+            self._refuse_unless_mine(self._current())
+            self.storage.write_text(self.path, self._record())  # the holder's lease expired: take it over
         time.sleep(settle)  # two takeovers of one expired lease: the last write wins, the other sees it here
-        self._refuse_unless_mine(_read(self.path))
+        self._refuse_unless_mine(self._current())
         self.held = True
 
     def renew(self) -> None:
         """Extend the lease; if another driver took it over, :attr:`held` turns false."""
-        current = _read(self.path)
+        current = self._current()
         if current is not None and current.get("owner") != self.owner:
             self.held = False
             return
-        write_text_atomic(self.path, self._record())
+        self.storage.write_text(self.path, self._record())
 
     def release(self) -> None:
-        if self.held and (_read(self.path) or {}).get("owner") == self.owner:
-            self.path.unlink(missing_ok=True)
+        if self.held and (self._current() or {}).get("owner") == self.owner:
+            self.storage.delete(self.path)
         self.held = False

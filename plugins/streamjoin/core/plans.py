@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamjoin.core.spec import PipelineSpec
+from streamjoin.core.storage import is_local, local_path
 
 #: The project's root: where ``include/``, ``jobs/`` and ``var/`` live (override with STREAMJOIN_HOME).
 PROJECT_HOME = Path(os.environ.get("STREAMJOIN_HOME") or Path(__file__).resolve().parents[3])
@@ -44,6 +45,17 @@ def resolve(path: str | Path, home: Path = PROJECT_HOME) -> Path:
     """A spec path relative to the project home, absolute paths unchanged."""
     path = Path(path)
     return path if path.is_absolute() else home / path
+
+
+def location(path: str, home: Path = PROJECT_HOME) -> str:
+    """An output location of a spec: a URI (``hdfs://``, ``s3a://``) as it is, a path as :func:`resolve`."""
+    return path if not is_local(path) else str(resolve(local_path(path), home))
+
+
+def durable_root(spec: PipelineSpec, home: Path = PROJECT_HOME) -> str:
+    """Where a pipeline's offset log, lease and state live: its ``checkpoint_location`` (any Hadoop-compatible
+    filesystem), else the local :func:`checkpoint_dir` beside the files Airflow reads."""
+    return spec.checkpoint_location or str(checkpoint_dir(spec, home))
 
 
 def pipeline_dag_ids(name: str) -> tuple[str, ...]:

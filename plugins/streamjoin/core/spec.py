@@ -230,6 +230,10 @@ class PipelineSpec(_Model):
     dead_letter_topic: TopicName
     trigger: Trigger = Trigger()
     quality: Quality | None = None
+    #: where the job keeps its offsets, state and lease: a Hadoop filesystem URI of this pipeline's own
+    #: folder (``hdfs://namenode:8020/streamjoin/clicks``, ``s3a://bucket/...``, ``file:///...``); default:
+    #: ``var/checkpoints/<name>`` on the machine that runs the driver
+    checkpoint_location: Annotated[str, Field(pattern=r"^[a-z][a-z0-9+.-]*://[^\s]+$")] | None = None
 
     @property
     def left(self) -> Input:

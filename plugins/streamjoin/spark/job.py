@@ -25,14 +25,17 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streamjoin.core.batch_plan import BatchPlan, TopicPartition, by_topic, plan_batch
 from streamjoin.core.errors import CheckpointLockedError, CorruptCheckpointError
-from streamjoin.core.job_files import Lease, OffsetLog, Offsets, PipelineFiles
+from streamjoin.core.job_files import QUERY_DIR, Lease, OffsetLog, Offsets, PipelineFiles
 from streamjoin.core.ordering import source_orders
+from streamjoin.core.plans import location
 from streamjoin.core.repartition import join_view, repartitioned
 from streamjoin.core.spec import Kind, PipelineSpec, Role
+from streamjoin.core.storage import Storage, join
 from streamjoin.kafka.client_config import KafkaTarget
 from streamjoin.kafka.offsets import KafkaOffsets
 from streamjoin.spark.engine import SMALL_STATES, BatchOutput, process_batch, state_schemas
 from streamjoin.spark.events import BatchSummary
+from streamjoin.spark.hadoop_storage import storage_for
 from streamjoin.spark.heartbeat import Heartbeat
 from streamjoin.spark.repartition import Repartitioner
 from streamjoin.spark.shapes import spark_shape
@@ -58,16 +61,21 @@ class JobSettings:
     home: str = "."
 
     def path(self, relative: str) -> str:
-        """Output paths of the spec are relative to the project home."""
-        return str(Path(self.home) / relative)
+        """Output paths of the spec are relative to the project home (URIs such as ``hdfs://`` as they are)."""
+        return location(relative, Path(self.home))
+
+    def durable_root(self, spec: PipelineSpec) -> str:
+        """Where the offset log, the lease and the state live: the spec's ``checkpoint_location`` (any
+        Hadoop-compatible filesystem), else the local checkpoint folder beside the job's files."""
+        return spec.checkpoint_location or self.checkpoint_dir
 
 
 class BatchWriter:
     """One micro-batch in, all outputs and the new state out."""
 
-    def __init__(self, spark: SparkSession, spec: PipelineSpec, settings: JobSettings) -> None:
+    def __init__(self, spark: SparkSession, spec: PipelineSpec, settings: JobSettings, storage: Storage) -> None:
         self.spark, self.spec, self.settings = spark, spec, settings
-        self.store = StateStore(Path(settings.checkpoint_dir) / "state", small=SMALL_STATES)
+        self.store = StateStore(join(settings.durable_root(spec), "state"), storage, small=SMALL_STATES)
         #: the counts of the last batch (:meth:`_write`, and ``state_bytes``): the heartbeat reports them
         self.last_counts: dict[str, int] = {}
 
@@ -136,22 +144,23 @@ class StreamJob:
         moved, spec = repartitioned(spec), join_view(spec)  # the join reads repartitioned inputs' internal topics
         self.spark, self.spec, self.settings = spark, spec, settings
         self.files = PipelineFiles(Path(settings.checkpoint_dir))
-        self.offset_log = self.files.offset_log
+        root = settings.durable_root(spec)
+        storage = storage_for(spark, root)
+        self.offset_log = OffsetLog(join(root, QUERY_DIR), storage)
         self.kafka = KafkaOffsets(settings.bootstrap)
         self.sources = source_orders(spec)
         self.repartitioners = [
-            Repartitioner(spark, item, settings.bootstrap,
-                          OffsetLog(self.files.checkpoint / "repartition" / item.input),
+            Repartitioner(spark, item, settings.bootstrap, OffsetLog(join(root, "repartition", item.input), storage),
                           self.kafka, settings.starting_offsets)
             for item in moved
         ]  # fmt: skip
-        self.writer = BatchWriter(spark, spec, settings)
+        self.writer = BatchWriter(spark, spec, settings, storage)
         self.heartbeat = Heartbeat(
             self.files, spec.name, self.offset_log.query_id(), str(uuid.uuid4()), spark.sparkContext.uiWebUrl
         )
         #: the inputs' end offsets when the next batch was planned: the lag it leaves (history, status page)
         self._latest_at_plan: dict[TopicPartition, int] | None = None
-        self.lease = Lease(self.files.checkpoint)
+        self.lease = Lease(root, storage)
         # a committed batch's state must be there, whole: never start from an older or empty one
         self.writer.store.verify(at_least=self.offset_log.last_committed())
         #: (topic, partition) -> the largest timestamp processed (the batch order's state, as committed)
@@ -170,7 +179,7 @@ class StreamJob:
             previous = self.offset_log.planned(batch_id - 1)
             if previous is None:
                 raise CorruptCheckpointError(
-                    self.offset_log.root / "offsets", f"batch {batch_id - 1} is committed but its entry is missing"
+                    join(self.offset_log.root, "offsets"), f"batch {batch_id - 1} is committed but its entry is missing"
                 )
         else:
             previous = self.offset_log.initial()

@@ -11,7 +11,6 @@ previous partition in place (a half-written directory is never visible under the
 from __future__ import annotations
 
 import os
-import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -20,16 +19,18 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from streamjoin.core.backfill import BackfillPlan, partition_path
+from streamjoin.core.backfill import BackfillPlan, partition_location
 from streamjoin.core.batch_plan import by_topic, plan_batch
 from streamjoin.core.ordering import source_orders
-from streamjoin.core.plans import checkpoint_dir, resolve
+from streamjoin.core.plans import durable_root, location
 from streamjoin.core.repartition import join_view
 from streamjoin.core.spec import PipelineSpec
+from streamjoin.core.storage import Storage, join
 from streamjoin.kafka.client_config import KafkaTarget
 from streamjoin.kafka.clients import offsets_for_time
 from streamjoin.kafka.offsets import KafkaOffsets
 from streamjoin.spark.engine import SMALL_STATES, process_batch, state_schemas
+from streamjoin.spark.hadoop_storage import storage_for
 from streamjoin.spark.sinks import file_rows
 from streamjoin.spark.source import read_offsets
 from streamjoin.spark.state import StateStore
@@ -108,20 +109,23 @@ def reprocess_day(
     earliest = kafka.earliest([tp for tp, o in begin.items() if o < 0])
     begin = {tp: earliest.get(tp, o) for tp, o in begin.items()}
     end = {(r.topic, p): o for r in ranges for p, o in r.ending.items()}
-    targets: dict[str, tuple[Path, str]] = {}
+    targets: dict[str, tuple[str, str]] = {}
     if spec.output.files:
         targets["enriched"] = (
-            partition_path(resolve(spec.output.files.path, home), plan.day),
+            partition_location(location(spec.output.files.path, home), plan.day),
             spec.output.files.format,
         )
     if spec.aggregate is not None and spec.aggregate.output.files:
         files = spec.aggregate.output.files
-        targets["aggregate"] = (partition_path(resolve(files.path, home), plan.day), files.format)
-    staged = {name: staging_path(target) for name, (target, _) in targets.items()}
+        targets["aggregate"] = (partition_location(location(files.path, home), plan.day), files.format)
+    storages = {name: storage_for(spark, target) for name, (target, _) in targets.items()}
+    staged = {name: staging_path(storages[name], target) for name, (target, _) in targets.items()}
     in_day = (F.col("ts") >= F.lit(plan.start_ms)) & (F.col("ts") < F.lit(plan.end_ms))
-    # beside the pipeline's checkpoint: storage the job's executors share, like the stream's own state
-    state_root = checkpoint_dir(spec, home).with_name(f".reprocess-{spec.name}-{plan.day}-{uuid.uuid4().hex[:8]}")
-    store = StateStore(state_root, small=SMALL_STATES)
+    # inside the pipeline's checkpoint: storage the job's executors share, like the stream's own state
+    root = durable_root(spec, home)
+    state_root = join(root, f".reprocess-{plan.day}-{uuid.uuid4().hex[:8]}")
+    state_storage = storage_for(spark, root)
+    store = StateStore(state_root, state_storage, small=SMALL_STATES)
     position, batch_id = begin, 0
     try:
         while batch_id == 0 or position != end:
@@ -146,53 +150,68 @@ def reprocess_day(
             position, batch_id = batch.end, batch_id + 1
         if not dry_run:
             for name, (target, _) in targets.items():
-                swap_in(staged[name], target)
-                result.paths[name] = str(target)
+                swap_in(storages[name], staged[name], target)
+                result.paths[name] = target
     finally:
-        for staging in staged.values():
-            shutil.rmtree(staging, ignore_errors=True)
-        shutil.rmtree(state_root, ignore_errors=True)
+        for name, staging in staged.items():
+            storages[name].delete(staging)
+        state_storage.delete(state_root)
     result.seconds = time.monotonic() - started
     return result
 
 
-def staging_path(target: Path) -> Path:
+def _parent(target: str) -> str:
+    return target.rstrip("/").rsplit("/", 1)[0]
+
+
+def _beside(target: str, name: str) -> str:
+    return join(_parent(target), name)
+
+
+def _name(target: str) -> str:
+    return target.rstrip("/").rsplit("/", 1)[-1]
+
+
+def staging_path(storage: Storage, target: str) -> str:
     """A fresh hidden directory beside ``target`` for its new content (after cleaning up a killed run's)."""
-    recover(target)
-    return target.with_name(f".{target.name}.new-{uuid.uuid4().hex[:8]}")
+    recover(storage, target)
+    return _beside(target, f".{_name(target)}.new-{uuid.uuid4().hex[:8]}")
 
 
-def write_staged(frame: DataFrame, staging: Path, fmt: str) -> None:
+def write_staged(frame: DataFrame, staging: str, fmt: str) -> None:
     """Add ``frame`` to the staged content (one batch of the day)."""
     writer = frame.coalesce(max(1, frame.rdd.getNumPartitions() // 4)).write.mode("append")
-    writer.json(str(staging)) if fmt == "json" else writer.parquet(str(staging))
+    writer.json(staging) if fmt == "json" else writer.parquet(staging)
 
 
-def swap_in(staging: Path, target: Path) -> None:
+def swap_in(storage: Storage, staging: str, target: str) -> None:
     """Rename the old partition aside, the staged one in, then delete the old one. A killed run leaves
     either the old or the new partition under the target's name (:func:`recover` tidies up)."""
     pause = float(os.environ.get(PAUSE_ENV, "0") or 0)
     if pause:
         print(f"streamjoin reprocess staged {staging}; swapping in {pause}s", flush=True)
         time.sleep(pause)
-    old = staging.with_name(staging.name.replace(".new-", ".old-"))
-    if target.exists():
-        target.rename(old)
-    staging.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
+    old = _beside(staging, _name(staging).replace(".new-", ".old-"))
+    if storage.exists(target):
+        storage.rename(target, old)
+    if storage.exists(staging):  # (a day without any result has nothing staged)
+        storage.rename(staging, target)
+    storage.delete(old)
 
 
-def recover(target: Path) -> None:
+def recover(storage: Storage, target: str) -> None:
     """Undo what a killed run left: drop staged directories; if the partition was renamed aside but the
     new one never swapped in, put the old one back."""
-    parent = target.parent
-    if not parent.exists():
-        parent.mkdir(parents=True, exist_ok=True)
+    parent, name = _parent(target), _name(target)
+    siblings = storage.children(parent)
+    if not siblings:
+        storage.mkdirs(parent)
         return
-    for staged in parent.glob(f".{target.name}.new-*"):
-        shutil.rmtree(staged, ignore_errors=True)
-    for old in sorted(parent.glob(f".{target.name}.old-*")):
-        if not target.exists():
-            old.rename(target)
+    for staged in siblings:
+        if staged.startswith(f".{name}.new-"):
+            storage.delete(join(parent, staged))
+    for old in sorted(s for s in siblings if s.startswith(f".{name}.old-")):
+        if not storage.exists(target):
+            storage.rename(join(parent, old), target)
         else:
-            shutil.rmtree(old, ignore_errors=True)
+            storage.delete(join(parent, old))

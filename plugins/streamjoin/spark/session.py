@@ -41,6 +41,10 @@ def build_session(
         # every batch local-checkpoints its ordered events; their blocks are freed when the JVM collects
         # the frame, and Spark only forces a collection every 30 minutes by default
         "spark.cleaner.periodicGC.interval": "2min",
+        # no delay scheduling: a micro-batch's tasks should start at once, not wait up to 3 s per stage for
+        # the node that holds an HDFS block; and in local mode (no periodic revive of offers) a task set that
+        # prefers the DataNode's host over the driver's never started at all
+        "spark.locality.wait": "0s",
         # Kafka options carry the JAAS config (a password) and PEM keys: hide them in the UI, event log, plans
         "spark.redaction.regex": SPARK_REDACTION_REGEX,
         "spark.sql.redaction.options.regex": SPARK_REDACTION_REGEX,

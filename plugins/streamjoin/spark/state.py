@@ -10,7 +10,9 @@ that holds it, so a table that no record of the batch touched costs nothing to c
 states (a few rows per partition, such as clocks) are collected and kept as ``v=<n>/<name>.json``: a
 Parquet write costs a Spark job, a tenth of a second or more.
 
-``v=<n>/_COMMITTED`` is written last and lists every file of the version with its size and CRC-32:
+The root is a local folder or any Hadoop-compatible filesystem (:mod:`streamjoin.core.storage`).
+``v=<n>/_COMMITTED`` is written last and lists every file of the version with its size and checksum
+(CRC-32 locally, the filesystem's own checksum on HDFS):
 :meth:`StateStore.verify` checks them before a job starts from the version, so a
 truncated, corrupt or missing file stops the job with a message naming it instead of a batch failing
 later, or a job starting over from an empty state. A failed write (a full disk) leaves no ``_COMMITTED``:
@@ -20,42 +22,25 @@ the version does not exist, the batch fails, and the previous version and the of
 from __future__ import annotations
 
 import json
-import shutil
-import zlib
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
 from streamjoin.core.errors import CorruptCheckpointError
+from streamjoin.core.storage import FileFacts, LocalStorage, Storage, join
 from streamjoin.spark.local_frames import local_frame
 
 _COMMITTED = "_COMMITTED"
 _REF = ".ref"
 
 
-def _crc(path: Path) -> int:
-    crc = 0
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            crc = zlib.crc32(chunk, crc)
-    return crc
-
-
-def _manifest(root: Path, directory: Path) -> dict[str, list[int]]:
-    """Every file under ``directory`` (Spark's hidden ``.crc`` files aside): path relative to ``root`` ->
-    [size, CRC-32]."""
-    return {
-        f.relative_to(root).as_posix(): [f.stat().st_size, _crc(f)]
-        for f in sorted(directory.rglob("*"))
-        if f.is_file() and not f.name.startswith(".") and f.name != _COMMITTED
-    }
-
-
 class StateStore:
-    def __init__(self, root: str | Path, keep: int = 3, small: Iterable[str] = ()) -> None:
-        self.root = Path(root)
+    """The state versions under ``root`` (a local path or a Hadoop filesystem URI, see ``storage``)."""
+
+    def __init__(self, root: Any, storage: Storage | None = None, keep: int = 3, small: Iterable[str] = ()) -> None:
+        self.root = str(root)
+        self.storage: Storage = storage or LocalStorage()
         self.keep = keep
         self.small = frozenset(small)
         #: name -> (frame handed out by the last load, dataset it was read from, relative to ``root``)
@@ -63,15 +48,27 @@ class StateStore:
         #: the version the last load read (its manifest lists the datasets a new version refers to)
         self._loaded_version: int | None = None
 
+    def _at(self, *parts: str) -> str:
+        return join(self.root, *parts)
+
     def _versions(self) -> list[int]:
-        if not self.root.exists():
-            return []
-        return sorted(int(p.name.split("=", 1)[1]) for p in self.root.glob("v=*") if (p / _COMMITTED).exists())
+        return sorted(
+            int(name.split("=", 1)[1])
+            for name in self.storage.children(self.root)
+            if name.startswith("v=") and self.storage.exists(self._at(name, _COMMITTED))
+        )
 
     def _dataset(self, version: int, name: str) -> str:
         """Where state ``name`` of ``version`` is stored, relative to the root (following a reference)."""
-        ref = self.root / f"v={version}" / f"{name}{_REF}"
-        return ref.read_text().strip() if ref.exists() else f"v={version}/{name}"
+        ref = self.storage.read_text(self._at(f"v={version}", f"{name}{_REF}"))
+        return ref.strip() if ref is not None else f"v={version}/{name}"
+
+    def _small(self, version: int, name: str) -> list[dict[str, Any]]:
+        path = self._at(f"v={version}", f"{name}.json")
+        text = self.storage.read_text(path)
+        if text is None:
+            raise CorruptCheckpointError(path, f"state file missing (version {version})")
+        return list(json.loads(text))
 
     def load(self, spark: SparkSession, batch_id: int, schemas: dict[str, str]) -> dict[str, DataFrame]:
         """State as of the end of the newest committed batch before ``batch_id`` (empty if none)."""
@@ -83,11 +80,10 @@ class StateStore:
         self._loaded_version = older[-1]
         for name, schema in schemas.items():
             if name in self.small:
-                rows = json.loads((self.root / f"v={older[-1]}" / f"{name}.json").read_text())
-                frames[name] = local_frame(spark, rows, schema)
+                frames[name] = local_frame(spark, self._small(older[-1], name), schema)
                 continue
             dataset = self._dataset(older[-1], name)
-            frames[name] = spark.read.schema(schema).parquet(str(self.root / dataset))
+            frames[name] = spark.read.schema(schema).parquet(self._at(dataset))
             self._loaded[name] = (frames[name], dataset)
         return frames
 
@@ -102,74 +98,88 @@ class StateStore:
         newest = versions[-1] if versions else None
         if at_least is not None and (newest is None or newest < at_least):
             raise CorruptCheckpointError(
-                self.root / f"v={at_least}",
+                self._at(f"v={at_least}"),
                 f"batch {at_least} is committed but its state version is missing (newest: {newest}); the job "
                 "will not start from an older or empty state: restore the checkpoint or move it aside",
             )
         if newest is None:
             return None
-        for relative, (size, crc) in self._files_of(newest).items():
-            path = self.root / relative
-            if not path.is_file():
+        for relative, (size, checksum) in self._files_of(newest).items():
+            path = self._at(relative)
+            facts = self.storage.facts(path)
+            if facts is None:
                 raise CorruptCheckpointError(path, f"state file missing (version {newest})")
-            if path.stat().st_size != size:
+            if facts[0] != size:
                 raise CorruptCheckpointError(
-                    path, f"state file truncated or changed: {path.stat().st_size} bytes, expected {size}"
+                    path, f"state file truncated or changed: {facts[0]} bytes, expected {size}"
                 )
-            if _crc(path) != crc:
-                raise CorruptCheckpointError(path, "state file corrupt: its CRC-32 differs from the one written")
+            if checksum is not None and facts[1] != checksum:
+                raise CorruptCheckpointError(path, "state file corrupt: its checksum differs from the one written")
         return newest
 
-    def _files_of(self, version: int) -> dict[str, list[int]]:
+    def _files_of(self, version: int) -> dict[str, FileFacts]:
         """The manifest of ``version`` (empty for a version written before manifests)."""
-        marker = self.root / f"v={version}" / _COMMITTED
+        marker = self._at(f"v={version}", _COMMITTED)
         try:
-            text = marker.read_text()
-            manifest = json.loads(text)
+            manifest = json.loads(self.storage.read_text(marker) or "")
         except (OSError, ValueError) as exc:
             raise CorruptCheckpointError(marker, f"unreadable state manifest ({exc})") from exc
-        return dict(manifest["files"]) if isinstance(manifest, dict) else {}
+        if not isinstance(manifest, dict):
+            return {}
+        return {path: (int(size), checksum) for path, (size, checksum) in manifest["files"].items()}
 
     def latest_small(self, name: str) -> list[dict[str, Any]]:
         """The rows of small state ``name`` in the newest committed version (none yet: no rows)."""
         versions = self._versions()
-        path = self.root / f"v={versions[-1]}" / f"{name}.json" if versions else None
-        return json.loads(path.read_text()) if path is not None and path.exists() else []
+        text = self.storage.read_text(self._at(f"v={versions[-1]}", f"{name}.json")) if versions else None
+        return json.loads(text) if text is not None else []
 
     def save(self, batch_id: int, states: dict[str, DataFrame]) -> int:
-        """Write version ``batch_id``; returns its size on disk in bytes (the files its manifest lists)."""
-        target = self.root / f"v={batch_id}"
-        if target.exists():
-            shutil.rmtree(target)
-        target.mkdir(parents=True)
+        """Write version ``batch_id``; returns its size in bytes (the files its manifest lists)."""
+        version = f"v={batch_id}"
+        target = self._at(version)
+        self.storage.delete(target)
+        self.storage.mkdirs(target)
+        refs: list[str] = []
         for name, frame in states.items():
             loaded = self._loaded.get(name)
             if name in self.small:
-                (target / f"{name}.json").write_text(json.dumps([row.asDict() for row in frame.collect()]))
+                rows = [row.asDict() for row in frame.collect()]
+                self.storage.write_text(join(target, f"{name}.json"), json.dumps(rows))
             elif loaded is not None and loaded[0] is frame:
-                (target / f"{name}{_REF}").write_text(loaded[1])
+                self.storage.write_text(join(target, f"{name}{_REF}"), loaded[1])
+                refs.append(loaded[1])
             else:
                 # no coalesce(1): it would run the whole computation of the state in one task
-                frame.write.mode("overwrite").parquet(str(target / name))
-        files = _manifest(self.root, target)
-        refs = [ref.read_text().strip() for ref in target.glob(f"*{_REF}")]
+                frame.write.mode("overwrite").parquet(join(target, name))
+        files = {
+            f"{version}/{relative}": facts
+            for relative, facts in self.storage.files(target).items()
+            if not relative.rsplit("/", 1)[-1].startswith(".")  # Spark's .crc files and our temporary ones
+        }
         if refs and self._loaded_version is not None:  # a referenced dataset's files, as the loaded version lists them
             listed = self._files_of(self._loaded_version)
             files |= {path: entry for path, entry in listed.items() if any(path.startswith(f"{d}/") for d in refs)}
-        (target / _COMMITTED).write_text(json.dumps({"batch": batch_id, "files": files}))
+        self.storage.write_text(join(target, _COMMITTED), json.dumps({"batch": batch_id, "files": files}))
         self._prune()
         return sum(size for size, _ in files.values())
 
     def _prune(self) -> None:
         """Keep the newest ``keep`` versions, and the older datasets they refer to."""
         kept = self._versions()[-self.keep :]
-        referenced = {ref.read_text().strip() for v in kept for ref in (self.root / f"v={v}").glob(f"*{_REF}")}
-        for directory in self.root.glob("v=*"):
-            if int(directory.name.split("=", 1)[1]) >= kept[0]:
+        referenced = {
+            (self.storage.read_text(self._at(f"v={v}", ref)) or "").strip()
+            for v in kept
+            for ref in self.storage.children(self._at(f"v={v}"))
+            if ref.endswith(_REF)
+        }
+        for directory in self.storage.children(self.root):
+            if not directory.startswith("v=") or int(directory.split("=", 1)[1]) >= kept[0]:
                 continue
-            (directory / _COMMITTED).unlink(missing_ok=True)  # first: a half-pruned version is never loaded
-            for entry in directory.iterdir():
-                if f"{directory.name}/{entry.name}" not in referenced:
-                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-            if not any(directory.iterdir()):
-                directory.rmdir()
+            self.storage.delete(self._at(directory, _COMMITTED))  # first: a half-pruned version is never loaded
+            entries = self.storage.children(self._at(directory))
+            for entry in entries:
+                if f"{directory}/{entry}" not in referenced:
+                    self.storage.delete(self._at(directory, entry))
+            if all(f"{directory}/{entry}" not in referenced for entry in entries):
+                self.storage.delete(self._at(directory))
