@@ -15,6 +15,7 @@ import pytest
 import yaml
 from backfill_data import DAY, day_events, write_seed_spec
 
+from job_crash import Crash, crashing_job
 from streamjoin.core.backfill import plan_day
 from streamjoin.core.errors import CorruptCheckpointError
 from streamjoin.core.spec import PipelineSpec, load_spec
@@ -22,10 +23,6 @@ from streamjoin.localdev.hdfs import MiniHdfs
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 COLUMNS = ["key", "value", "ts", "matched", "src_topic", "src_partition", "src_offset"]
-
-
-class Crash(RuntimeError):
-    pass
 
 
 def _free_port() -> int:
@@ -77,17 +74,8 @@ def test_checkpoint_state_and_files_on_hdfs_survive_a_crash_and_reprocess_equals
     produce_records(bootstrap, phase1 + phase2)
     settings = JobSettings(bootstrap, str(tmp_path / "job-files"), available_now=True, home=str(tmp_path))
 
-    class CrashingJob(StreamJob):
-        """Dies after batch 2's outputs and state are written to HDFS, before it is committed."""
-
-        def _run_batch(self, batch_id: int, start: Any, ends: Any) -> None:
-            if batch_id == 2:
-                self.writer(self._raw(start, ends), batch_id)
-                raise Crash("driver died")
-            super()._run_batch(batch_id, start, ends)
-
-    with pytest.raises(Crash):
-        CrashingJob(spark, spec, settings).run()
+    with pytest.raises(Crash):  # after batch 2's outputs and state are written, before its commit
+        crashing_job(2)(spark, spec, settings).run()
     storage = HadoopStorage(spark, spec.checkpoint_location)
     checkpoint = spec.checkpoint_location
     assert storage.children(f"{checkpoint}/query/commits") == ["0", "1"]

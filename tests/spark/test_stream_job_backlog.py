@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from job_crash import Crash, crashing_job
 from streamjoin.core.codec import decode, encode
 from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.plans import PROJECT_HOME
@@ -74,10 +75,6 @@ def seed_spec(tmp_path: Path, max_records: int) -> PipelineSpec:
     return parse_spec(data, "test")
 
 
-class Crash(RuntimeError):
-    pass
-
-
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_an_old_table_backlog_in_small_batches_gives_the_exact_totals_across_a_crash(
@@ -94,17 +91,8 @@ def test_an_old_table_backlog_in_small_batches_gives_the_exact_totals_across_a_c
     produce(kafka_bootstrap, spec, [r for r in records if r[0] == "regions"])
     settings = JobSettings(kafka_bootstrap, str(tmp_path / "ck"), available_now=True, home=str(tmp_path))
 
-    class CrashingJob(StreamJob):
-        """Dies after batch 2's outputs are written, before it is committed (as a killed driver would)."""
-
-        def _run_batch(self, batch_id: int, start: Any, ends: Any) -> None:
-            if batch_id == 2:
-                self.writer(self._raw(start, ends), batch_id)
-                raise Crash("driver died")
-            super()._run_batch(batch_id, start, ends)
-
-    with pytest.raises(Crash):
-        CrashingJob(spark, spec, settings).run()
+    with pytest.raises(Crash):  # after batch 2's outputs and state are written, before its commit
+        crashing_job(2)(spark, spec, settings).run()
     ran = StreamJob(spark, spec, settings).run()
     # 3400 records are 7 batches of at most 500; batch 2 runs again, then 3 to 6
     assert ran == 5, f"{USERS + CLICKS} records in batches of 500: {ran} batches after the crash"

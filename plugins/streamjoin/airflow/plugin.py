@@ -45,6 +45,7 @@ from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.job_history import recent, series
 from streamjoin.core.metrics import Sample, prometheus_text, samples
 from streamjoin.core.plans import checkpoint_dir, pipeline_dag_ids, resolve
+from streamjoin.core.repartition import join_view
 from streamjoin.core.spec import PipelineSpec, load_spec
 from streamjoin.core.supervision import Policy, observe
 from streamjoin.kafka.client_config import KafkaClientConfig
@@ -67,12 +68,13 @@ def _kafka() -> KafkaClientConfig | None:
 
 
 def _latest(kafka: KafkaClientConfig | None, spec: PipelineSpec) -> dict[str, dict[int, int]]:
-    """The end offsets of the pipeline's input topics (none without Kafka, a topic's none if it fails)."""
+    """The end offsets of the topics the join reads (a repartitioned input's internal topic: the offsets the
+    job commits are on it); none without Kafka, a topic's none if it fails."""
     latest: dict[str, dict[int, int]] = {}
     if kafka:
         from streamjoin.kafka.clients import end_offsets
 
-        for topic in sorted({i.topic for i in spec.inputs.values()}):
+        for topic in sorted({i.topic for i in join_view(spec).inputs.values()}):
             try:
                 latest[topic] = end_offsets(kafka, topic, timeout=5)
             except Exception:
