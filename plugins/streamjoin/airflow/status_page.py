@@ -145,7 +145,7 @@ def render_job(page: JobPage) -> str:
         ("dead-letters", "Dead letters", f"{s.get('dead_letters', '-')} in the last batch, "
                                          f"{totals.get('dead_letters', '-')} since the query started"),
         ("restarts", "Restarts by its owner", f"{r['restarts']}" + (f" (last: {restarts})" if restarts else "")),
-        ("starts", "Job starts in the history", str(len(job_starts(page.history)))),
+        ("starts", "Job (re)starts after the first, last 6 h", str(len(job_starts(page.history)))),
         ("quality", "Last quality check", escape(r["quality"] or "no check yet")),
     ]  # fmt: skip
     table = "".join(f"<tr id='summary-{k}'><th>{escape(label)}</th><td>{v}</td></tr>" for k, label, v in summary)
