@@ -10,6 +10,7 @@ file only if none exists (of two drivers, one wins). Paths are strings: local pa
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import zlib
 from pathlib import Path
@@ -115,8 +116,6 @@ class LocalStorage:
         return local_path(path).exists()
 
     def delete(self, path: str) -> None:
-        import shutil
-
         target = local_path(path)
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target, ignore_errors=True)
