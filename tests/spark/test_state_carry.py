@@ -8,8 +8,10 @@ import pytest
 
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.spec import load_spec
+from streamjoin.core.storage import LocalStorage
 from streamjoin.demo.sample import EXPECTED_TOTALS, sample_records
-from streamjoin.spark.engine import SMALL_STATES, process_batch, state_schemas
+from streamjoin.spark.engine import process_batch, state_schemas, state_store
+from streamjoin.spark.layers import KeyedLayers
 from streamjoin.spark.replay import raw_frame
 from streamjoin.spark.state import StateStore
 
@@ -20,7 +22,7 @@ SPEC = load_spec(PROJECT_HOME / "include/pipelines/clicks_per_region.yaml")
 def test_two_micro_batches_with_stored_state_give_the_one_batch_totals(spark, tmp_path: Path) -> None:
     rows = [{"topic": r.topic, "key": r.key, "value": r.value, "ts": 10_000 + r.offset_ms} for r in sample_records()]
     raw = raw_frame(spark, SPEC, rows, batch=True)  # offsets per topic-partition, as Kafka assigns them
-    store = StateStore(tmp_path / "state", small=SMALL_STATES)
+    store = state_store(str(tmp_path / "state"), LocalStorage())
     totals: dict[str, int] = {}
     for batch_id, (lo, hi) in enumerate([(0, 20_000), (20_000, 10**9)]):
         part = raw.filter((raw.ts - 10_000 >= lo) & (raw.ts - 10_000 < hi))
@@ -53,3 +55,52 @@ def test_an_unchanged_state_is_referenced_not_rewritten_and_survives_pruning(spa
     state = store.load(spark, 5, schemas)
     assert sorted(tuple(r) for r in state["table"].collect()) == [("alice", "europe", 1), ("bob", "asia", 2)]
     assert [tuple(r) for r in state["order"].collect()] == [("clicks", 0, 9)]
+
+
+TABLE = "key string, rval string, rts long, tomb boolean"
+
+
+def _table(store: StateStore, spark, batch_id: int) -> KeyedLayers:
+    return store.load(spark, batch_id, {"table": TABLE})["table"]
+
+
+def _lookup(table: KeyedLayers, spark, keys: list[str]) -> dict[str, str]:
+    found = table.lookup(spark.createDataFrame([(k,) for k in keys], "key string"))
+    return {row["key"]: row["rval"] for row in found.collect()}
+
+
+@pytest.mark.spark
+def test_a_layered_table_writes_only_its_changes_and_merges_when_they_outweigh_it(spark, tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    store = StateStore(root, keep=2, layered={"table"})
+    base = [(f"user{i}", f"r{i % 5}", i, False) for i in range(1000)]
+    store.save(0, {"table": KeyedLayers(TABLE).with_layer(spark.createDataFrame(base, TABLE))})
+    expected = {key: value for key, value, _, _ in base}
+    # small changes: a deletion, an update, a new key; each version adds one layer and refers to the older ones
+    changes = [
+        [("user1", None, 5, True)],
+        [("user2", "changed", 6, False), ("new", "r9", 7, False)],
+        [("user1", "back", 8, False)],
+    ]
+    for batch_id, rows in enumerate(changes, start=1):
+        table = _table(store, spark, batch_id)
+        store.save(batch_id, {"table": table.with_layer(spark.createDataFrame(rows, TABLE))})
+        for key, value, _, tomb in rows:
+            expected.pop(key) if tomb else expected.update({key: value})
+        listed = (root / f"v={batch_id}" / "table.layers").read_text()
+        assert listed == '["v=0/table-0", ' + ", ".join(f'"v={v}/table-{v}"' for v in range(1, batch_id + 1)) + "]"
+    assert sorted(p.name for p in root.iterdir()) == ["v=0", "v=1", "v=2", "v=3"]  # older ones kept: referenced
+    fresh = _table(StateStore(root, layered={"table"}), spark, 4)  # read back, nothing cached
+    wanted = {"user1": "back", "user2": "changed", "new": "r9", "user7": "r2"}
+    assert _lookup(fresh, spark, ["user1", "user2", "new", "user7", "x"]) == wanted
+    # a change bigger than the table: merged into one layer, deletions gone; the old layers are pruned
+    more = [(f"more{i}", "m", 9, False) for i in range(1500)] + [("user3", None, 9, True)]
+    store.save(4, {"table": _table(store, spark, 4).with_layer(spark.createDataFrame(more, TABLE))})
+    assert (root / "v=4" / "table.layers").read_text() == '["v=4/table"]'
+    expected |= {key: value for key, value, _, _ in more}
+    del expected["user3"]
+    store.save(5, {"table": _table(store, spark, 5)})
+    assert sorted(p.name for p in root.iterdir()) == ["v=4", "v=5"]
+    merged = _table(StateStore(root, layered={"table"}), spark, 6)
+    assert {r["key"]: r["rval"] for r in merged.merged().collect()} == expected
+    assert not merged.layers[0].filter("tomb").count()

@@ -7,14 +7,16 @@ The streaming job (``jobs/stream_join.py``), batch reprocessing and ``streamjoin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from streamjoin.core.errors import SpecError
 from streamjoin.core.shapes import traits
 from streamjoin.core.spec import Format, Joiner, PipelineSpec
+from streamjoin.core.storage import Storage
 from streamjoin.spark.aggregate import AGG_STATE_SCHEMA, aggregate_stream
 from streamjoin.spark.events import (
     ORDER_STATE_SCHEMA,
@@ -28,14 +30,24 @@ from streamjoin.spark.events import (
     with_batch_order,
     with_file_order,
 )
+from streamjoin.spark.layers import KeyedLayers
+from streamjoin.spark.local_frames import local_frame
 from streamjoin.spark.projection import is_json_text, joined_value
 from streamjoin.spark.serde import spark_type
 from streamjoin.spark.shapes import spark_shape
 from streamjoin.spark.sinks import encode_key, encode_value
+from streamjoin.spark.state import StateStore
 from streamjoin.spark.table_aggregate import PREVIOUS_SCHEMA, aggregate_table
 
 #: states of a few rows per partition, kept as JSON by the state store
 SMALL_STATES = frozenset({"order", "clock"})
+#: states kept as layers (:class:`~streamjoin.spark.layers.KeyedLayers`): a batch writes what it changed
+LAYERED_STATES = frozenset({"table"})
+
+
+def state_store(root: str, storage: Storage) -> StateStore:
+    """The store of a pipeline's states under ``root``, each state kept the way its kind is kept best."""
+    return StateStore(root, storage, small=SMALL_STATES, layered=LAYERED_STATES)
 
 
 def state_schemas(spec: PipelineSpec) -> dict[str, str]:
@@ -48,6 +60,14 @@ def state_schemas(spec: PipelineSpec) -> dict[str, str]:
         if traits(spec.join.shape).table_result:
             schemas["agg_previous"] = PREVIOUS_SCHEMA
     return schemas
+
+
+def empty_state(spark: SparkSession, spec: PipelineSpec) -> dict[str, Any]:
+    """The states of a pipeline before its first batch."""
+    return {
+        name: KeyedLayers(schema) if name in LAYERED_STATES else local_frame(spark, [], schema)
+        for name, schema in state_schemas(spec).items()
+    }
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from streamjoin.core.spec import Kind, PipelineSpec, Role
 from streamjoin.core.storage import Storage, join
 from streamjoin.kafka.client_config import KafkaTarget
 from streamjoin.kafka.offsets import KafkaOffsets
-from streamjoin.spark.engine import SMALL_STATES, BatchOutput, process_batch, state_schemas
+from streamjoin.spark.engine import BatchOutput, process_batch, state_schemas, state_store
 from streamjoin.spark.events import BatchSummary
 from streamjoin.spark.hadoop_storage import storage_for
 from streamjoin.spark.heartbeat import Heartbeat
@@ -41,7 +41,6 @@ from streamjoin.spark.repartition import Repartitioner
 from streamjoin.spark.shapes import spark_shape
 from streamjoin.spark.sinks import dead_letter_rows, file_rows, kafka_rows, write_files, write_kafka
 from streamjoin.spark.source import read_offsets
-from streamjoin.spark.state import StateStore
 
 log = logging.getLogger("streamjoin.job")
 
@@ -75,7 +74,7 @@ class BatchWriter:
 
     def __init__(self, spark: SparkSession, spec: PipelineSpec, settings: JobSettings, storage: Storage) -> None:
         self.spark, self.spec, self.settings = spark, spec, settings
-        self.store = StateStore(join(settings.durable_root(spec), "state"), storage, small=SMALL_STATES)
+        self.store = state_store(join(settings.durable_root(spec), "state"), storage)
         #: the counts of the last batch (:meth:`_write`, and ``state_bytes``): the heartbeat reports them
         self.last_counts: dict[str, int] = {}
 

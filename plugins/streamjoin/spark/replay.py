@@ -12,7 +12,6 @@ import struct
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -23,9 +22,9 @@ from streamjoin.core.batch_plan import BatchPlan, RecordsIndex, plan_all
 from streamjoin.core.codec import decode, encode
 from streamjoin.core.ordering import source_orders
 from streamjoin.core.spec import Format, PipelineSpec
-from streamjoin.spark.engine import SMALL_STATES, process_batch, state_schemas
+from streamjoin.core.storage import LocalStorage
+from streamjoin.spark.engine import empty_state, process_batch, state_schemas, state_store
 from streamjoin.spark.events import ORDER
-from streamjoin.spark.local_frames import local_frame
 from streamjoin.spark.state import StateStore
 
 RAW_SCHEMA = T.StructType(
@@ -88,13 +87,13 @@ def replay(
     records = list(records)
     raw = raw_frame(spark, spec, records, batch)
     if not batch or max_records is None:
-        state = {name: local_frame(spark, [], schema) for name, schema in state_schemas(spec).items()}
+        state = empty_state(spark, spec)
         return _run(spec, raw, state, file_order=not batch)
     index = RecordsIndex(_timestamps(raw))
     plans = plan_all({tp: 0 for tp in index.latest()}, index.latest(), source_orders(spec), index, max_records)
     emitted: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="streamjoin-replay-") as state_dir:
-        store = StateStore(Path(state_dir), small=SMALL_STATES)
+        store = state_store(str(state_dir), LocalStorage())
         for batch_id, plan in enumerate(plans):
             if on_batch is not None:
                 on_batch(batch_id, plan)

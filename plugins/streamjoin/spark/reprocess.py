@@ -29,11 +29,10 @@ from streamjoin.core.storage import Storage, join
 from streamjoin.kafka.client_config import KafkaTarget
 from streamjoin.kafka.clients import offsets_for_time
 from streamjoin.kafka.offsets import KafkaOffsets
-from streamjoin.spark.engine import SMALL_STATES, process_batch, state_schemas
+from streamjoin.spark.engine import process_batch, state_schemas, state_store
 from streamjoin.spark.hadoop_storage import storage_for
 from streamjoin.spark.sinks import file_rows
 from streamjoin.spark.source import read_offsets
-from streamjoin.spark.state import StateStore
 
 #: test knob: seconds to wait between writing the new day aside and swapping it in (to kill a run there)
 PAUSE_ENV = "STREAMJOIN_REPROCESS_PAUSE_BEFORE_SWAP"
@@ -125,7 +124,7 @@ def reprocess_day(
     root = durable_root(spec, home)
     state_root = join(root, f".reprocess-{plan.day}-{uuid.uuid4().hex[:8]}")
     state_storage = storage_for(spark, root)
-    store = StateStore(state_root, state_storage, small=SMALL_STATES)
+    store = state_store(state_root, state_storage)
     position, batch_id = begin, 0
     try:
         while batch_id == 0 or position != end:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -26,7 +26,8 @@ class ShapeStep:
     order columns), its new states, and the frames it cached (released by the caller)."""
 
     results: DataFrame
-    state: dict[str, DataFrame]
+    #: a DataFrame per state, a KeyedLayers per layered state (``engine.LAYERED_STATES``)
+    state: dict[str, Any]
     cached: tuple[DataFrame, ...] = ()
 
 
@@ -42,9 +43,7 @@ class SparkShape(Protocol):
         """DDL schema of each state it carries, given the Spark types of the left and right values."""
         ...
 
-    def join(
-        self, events: DataFrame, state: Mapping[str, DataFrame], spec: PipelineSpec, summary: BatchSummary
-    ) -> ShapeStep:
+    def join(self, events: DataFrame, state: Mapping[str, Any], spec: PipelineSpec, summary: BatchSummary) -> ShapeStep:
         """Join one batch of ordered events (see ``spark/events.py``) against the carried states."""
         ...
 
@@ -60,9 +59,7 @@ class StreamStream:
     def state_schemas(self, spec: PipelineSpec, ltype: str, rtype: str) -> dict[str, str]:
         return {"window_store": stream_stream.store_schema(ltype, rtype), "clock": stream_stream.CLOCK_SCHEMA}
 
-    def join(
-        self, events: DataFrame, state: Mapping[str, DataFrame], spec: PipelineSpec, summary: BatchSummary
-    ) -> ShapeStep:
+    def join(self, events: DataFrame, state: Mapping[str, Any], spec: PipelineSpec, summary: BatchSummary) -> ShapeStep:
         step = stream_stream.join_stream_stream(events, state["window_store"], state["clock"], spec.join)
         return ShapeStep(step.results, {"window_store": step.store, "clock": step.clock}, step.cached)
 
@@ -74,11 +71,9 @@ class StreamTable:
     lookup = True
 
     def state_schemas(self, spec: PipelineSpec, ltype: str, rtype: str) -> dict[str, str]:
-        return {"table": f"key string, rval {rtype}, rts long"}
+        return {"table": stream_table.table_state_schema(rtype)}
 
-    def join(
-        self, events: DataFrame, state: Mapping[str, DataFrame], spec: PipelineSpec, summary: BatchSummary
-    ) -> ShapeStep:
+    def join(self, events: DataFrame, state: Mapping[str, Any], spec: PipelineSpec, summary: BatchSummary) -> ShapeStep:
         lookup = F.col(LOOKUP_KEY) if spec.join.key_selector is not None else None
         step = stream_table.join_stream_table(
             events, state["table"], spec.join.kind, lookup, has_updates=summary.good["R"] > 0
@@ -101,9 +96,7 @@ class StreamVersionedTable:
             "clock": stream_table_versioned.CLOCK_SCHEMA,
         }
 
-    def join(
-        self, events: DataFrame, state: Mapping[str, DataFrame], spec: PipelineSpec, summary: BatchSummary
-    ) -> ShapeStep:
+    def join(self, events: DataFrame, state: Mapping[str, Any], spec: PipelineSpec, summary: BatchSummary) -> ShapeStep:
         assert spec.right.versioned is not None
         # null-key stream records (left join, KIP-962) are joined with null at once, outside the buffer
         null_keys = (F.col("side") == "L") & F.col("key").isNull()
@@ -127,9 +120,7 @@ class TableTable:
     def state_schemas(self, spec: PipelineSpec, ltype: str, rtype: str) -> dict[str, str]:
         return {"left_table": table_table.side_state_schema(ltype), "right_table": table_table.side_state_schema(rtype)}
 
-    def join(
-        self, events: DataFrame, state: Mapping[str, DataFrame], spec: PipelineSpec, summary: BatchSummary
-    ) -> ShapeStep:
+    def join(self, events: DataFrame, state: Mapping[str, Any], spec: PipelineSpec, summary: BatchSummary) -> ShapeStep:
         step = table_table.join_table_table(
             events, state["left_table"], state["right_table"], spec.join.kind, versioned=_versioned(spec)
         )
@@ -146,9 +137,7 @@ class ForeignKey:
             "right_table": foreign_key.right_state_schema(rtype),
         }
 
-    def join(
-        self, events: DataFrame, state: Mapping[str, DataFrame], spec: PipelineSpec, summary: BatchSummary
-    ) -> ShapeStep:
+    def join(self, events: DataFrame, state: Mapping[str, Any], spec: PipelineSpec, summary: BatchSummary) -> ShapeStep:
         assert spec.join.foreign_key is not None
         step = foreign_key.join_foreign_key(
             events,

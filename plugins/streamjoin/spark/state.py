@@ -10,6 +10,11 @@ that holds it, so a table that no record of the batch touched costs nothing to c
 states (a few rows per partition, such as clocks) are collected and kept as ``v=<n>/<name>.json``: a
 Parquet write costs a Spark job, a tenth of a second or more.
 
+A ``layered`` state (a :class:`~streamjoin.spark.layers.KeyedLayers` table) is a list of datasets,
+``v=<n>/<name>.layers``: a version writes only the layer its batch added, and merges all layers into one
+when there are more than ``MAX_LAYERS`` or the newer layers outweigh the oldest. The layers' frames stay
+cached across batches (their datasets never change once committed).
+
 The root is a local folder or any Hadoop-compatible filesystem (:mod:`streamjoin.core.storage`).
 ``v=<n>/_COMMITTED`` is written last and lists every file of the version with its size and checksum
 (CRC-32 locally, the filesystem's own checksum on HDFS):
@@ -25,24 +30,39 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from streamjoin.core.errors import CorruptCheckpointError
 from streamjoin.core.storage import FileFacts, LocalStorage, Storage, join
+from streamjoin.spark.layers import KeyedLayers
 from streamjoin.spark.local_frames import local_frame
 
 _COMMITTED = "_COMMITTED"
 _REF = ".ref"
+_LAYERS = ".layers"
+#: a layered state with more layers than this is merged into one
+MAX_LAYERS = 8
 
 
 class StateStore:
     """The state versions under ``root`` (a local path or a Hadoop filesystem URI, see ``storage``)."""
 
-    def __init__(self, root: Any, storage: Storage | None = None, keep: int = 3, small: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        root: Any,
+        storage: Storage | None = None,
+        keep: int = 3,
+        small: Iterable[str] = (),
+        layered: Iterable[str] = (),
+    ) -> None:
         self.root = str(root)
         self.storage: Storage = storage or LocalStorage()
         self.keep = keep
         self.small = frozenset(small)
+        self.layered = frozenset(layered)
+        #: dataset (relative to ``root``) -> its cached frame, for the layers of the layered states
+        self._layer_frames: dict[str, DataFrame] = {}
         #: name -> (frame handed out by the last load, dataset it was read from, relative to ``root``)
         self._loaded: dict[str, tuple[DataFrame, str]] = {}
         #: the version the last load read (its manifest lists the datasets a new version refers to)
@@ -63,6 +83,20 @@ class StateStore:
         ref = self.storage.read_text(self._at(f"v={version}", f"{name}{_REF}"))
         return ref.strip() if ref is not None else f"v={version}/{name}"
 
+    def _layers(self, version: int, name: str) -> list[str]:
+        """The datasets of layered state ``name`` in ``version``, oldest first (relative to the root)."""
+        path = self._at(f"v={version}", f"{name}{_LAYERS}")
+        text = self.storage.read_text(path)
+        if text is None:
+            raise CorruptCheckpointError(path, f"state file missing (version {version})")
+        return list(json.loads(text))
+
+    def _layer(self, spark: SparkSession, dataset: str, schema: str) -> DataFrame:
+        if dataset not in self._layer_frames:
+            frame = spark.read.schema(schema).parquet(self._at(dataset))
+            self._layer_frames[dataset] = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        return self._layer_frames[dataset]
+
     def _small(self, version: int, name: str) -> list[dict[str, Any]]:
         path = self._at(f"v={version}", f"{name}.json")
         text = self.storage.read_text(path)
@@ -70,15 +104,23 @@ class StateStore:
             raise CorruptCheckpointError(path, f"state file missing (version {version})")
         return list(json.loads(text))
 
-    def load(self, spark: SparkSession, batch_id: int, schemas: dict[str, str]) -> dict[str, DataFrame]:
-        """State as of the end of the newest committed batch before ``batch_id`` (empty if none)."""
+    def load(self, spark: SparkSession, batch_id: int, schemas: dict[str, str]) -> dict[str, Any]:
+        """State as of the end of the newest committed batch before ``batch_id`` (empty if none): a
+        DataFrame per state, a :class:`KeyedLayers` per layered state."""
         self._loaded = {}
         older = [v for v in self._versions() if v < batch_id]
         if not older:
-            return {name: local_frame(spark, [], schema) for name, schema in schemas.items()}
-        frames = {}
+            return {
+                name: KeyedLayers(schema) if name in self.layered else local_frame(spark, [], schema)
+                for name, schema in schemas.items()
+            }
+        frames: dict[str, Any] = {}
         self._loaded_version = older[-1]
         for name, schema in schemas.items():
+            if name in self.layered:
+                datasets = self._layers(older[-1], name)
+                frames[name] = KeyedLayers(schema, tuple(self._layer(spark, d, schema) for d in datasets))
+                continue
             if name in self.small:
                 frames[name] = local_frame(spark, self._small(older[-1], name), schema)
                 continue
@@ -134,16 +176,21 @@ class StateStore:
         text = self.storage.read_text(self._at(f"v={versions[-1]}", f"{name}.json")) if versions else None
         return json.loads(text) if text is not None else []
 
-    def save(self, batch_id: int, states: dict[str, DataFrame]) -> int:
+    def save(self, batch_id: int, states: dict[str, Any]) -> int:
         """Write version ``batch_id``; returns its size in bytes (the files its manifest lists)."""
         version = f"v={batch_id}"
         target = self._at(version)
+        self._forget(lambda dataset: dataset.startswith(f"{version}/"))  # a replayed batch rewrites its version
         self.storage.delete(target)
         self.storage.mkdirs(target)
         refs: list[str] = []
         for name, frame in states.items():
             loaded = self._loaded.get(name)
-            if name in self.small:
+            if isinstance(frame, KeyedLayers):
+                datasets = self._save_layers(version, name, frame)
+                self.storage.write_text(join(target, f"{name}{_LAYERS}"), json.dumps(datasets))
+                refs += [d for d in datasets if not d.startswith(f"{version}/")]
+            elif name in self.small:
                 rows = [row.asDict() for row in frame.collect()]
                 self.storage.write_text(join(target, f"{name}.json"), json.dumps(rows))
             elif loaded is not None and loaded[0] is frame:
@@ -164,15 +211,67 @@ class StateStore:
         self._prune()
         return sum(size for size, _ in files.values())
 
+    def _save_layers(self, version: str, name: str, table: KeyedLayers) -> list[str]:
+        """Write the layers of ``table`` that no version holds yet; merge all into one when they are too
+        many or the newer ones outweigh the oldest. Returns the datasets of the new version."""
+        known = {id(frame): dataset for dataset, frame in self._layer_frames.items()}
+        datasets = []
+        for index, frame in enumerate(table.layers):
+            dataset = known.get(id(frame))
+            if dataset is None:
+                dataset = f"{version}/{name}-{index}"
+                frame.write.mode("overwrite").parquet(self._at(dataset))
+            datasets.append(dataset)
+        sizes = [sum(size for size, _ in self._dataset_files(d).values()) for d in datasets]
+        if len(datasets) > MAX_LAYERS or (len(datasets) > 1 and sum(sizes[1:]) > sizes[0]):
+            spark = table.layers[0].sparkSession
+            stored = KeyedLayers(table.schema, tuple(self._layer(spark, d, table.schema) for d in datasets))
+            merged = f"{version}/{name}"
+            stored.merged().write.mode("overwrite").parquet(self._at(merged))
+            self._forget(lambda dataset: dataset.startswith(f"{version}/{name}-"))
+            for dataset in datasets:
+                if dataset.startswith(f"{version}/"):
+                    self.storage.delete(self._at(dataset))
+            datasets = [merged]
+        return datasets
+
+    def _dataset_files(self, dataset: str) -> dict[str, FileFacts]:
+        """The files of ``dataset`` (relative to the root), from the loaded version's manifest if it lists them."""
+        prefix = f"{dataset}/"
+        if self._loaded_version is not None:
+            listed = {p: f for p, f in self._files_of(self._loaded_version).items() if p.startswith(prefix)}
+            if listed:
+                return listed
+        return {
+            prefix + relative: facts
+            for relative, facts in self.storage.files(self._at(dataset)).items()
+            if not relative.rsplit("/", 1)[-1].startswith(".")
+        }
+
+    def _forget(self, stale: Any) -> None:
+        """Unpersist and drop the cached layer frames whose dataset ``stale(dataset)`` says is gone."""
+        for dataset in [d for d in self._layer_frames if stale(d)]:
+            self._layer_frames.pop(dataset).unpersist()
+
+    def _referenced(self, versions: list[int]) -> set[str]:
+        """The datasets of older versions that ``versions`` refer to (by ``.ref`` or as layers)."""
+        referenced: set[str] = set()
+        for v in versions:
+            for entry in self.storage.children(self._at(f"v={v}")):
+                if entry.endswith(_REF):
+                    referenced.add((self.storage.read_text(self._at(f"v={v}", entry)) or "").strip())
+                elif entry.endswith(_LAYERS):
+                    referenced.update(self._layers(v, entry[: -len(_LAYERS)]))
+        return referenced
+
     def _prune(self) -> None:
         """Keep the newest ``keep`` versions, and the older datasets they refer to."""
         kept = self._versions()[-self.keep :]
-        referenced = {
-            (self.storage.read_text(self._at(f"v={v}", ref)) or "").strip()
-            for v in kept
-            for ref in self.storage.children(self._at(f"v={v}"))
-            if ref.endswith(_REF)
+        referenced = self._referenced(kept)
+        newest = self._referenced(kept[-1:]) | {
+            f"v={kept[-1]}/{entry}" for entry in self.storage.children(self._at(f"v={kept[-1]}"))
         }
+        self._forget(lambda dataset: dataset not in newest)
         for directory in self.storage.children(self.root):
             if not directory.startswith("v=") or int(directory.split("=", 1)[1]) >= kept[0]:
                 continue

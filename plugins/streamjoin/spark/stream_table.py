@@ -14,8 +14,12 @@ A stream record sees the table as it stands after every table record that preced
 Every table value is valid over an interval of positions: the carried value from ``-inf`` to the key's
 first update in the batch, each update until the next one. A stream record joins the one interval of
 its key that contains its position: an equi-join on the key plus a range condition, with the intervals
-(table state + this batch's updates) broadcast, so the stream rows are neither shuffled nor sorted.
-Only stream records produce output; its timestamp is the stream record's.
+(the carried values of the batch's stream keys + this batch's updates) broadcast, so the stream rows are
+neither shuffled nor sorted. Only stream records produce output; its timestamp is the stream record's.
+
+The table is a :class:`~streamjoin.spark.layers.KeyedLayers`: a batch looks up the carried values of
+its own keys only and adds one layer with the latest update of each key it changed, so neither the
+lookup nor the new state costs a pass over the whole table's rows in the driver, a sort or a rewrite.
 """
 
 from __future__ import annotations
@@ -27,14 +31,18 @@ from pyspark.sql import functions as F
 
 from streamjoin.core.spec import Kind
 from streamjoin.spark.events import LONG_MIN, ORDER
+from streamjoin.spark.layers import KeyedLayers
 
-TABLE_STATE_COLUMNS = ["key", "rval", "rts"]
+
+def table_state_schema(rtype: str) -> str:
+    """The table's rows: the latest value per key, its timestamp, and ``tomb`` for a deleted key."""
+    return f"key string, rval {rtype}, rts long, tomb boolean"
 
 
 @dataclass(frozen=True)
 class JoinStep:
     results: DataFrame
-    table_state: DataFrame
+    table_state: KeyedLayers
     #: frames this step cached, for the caller to unpersist after the batch
     cached: tuple[DataFrame, ...] = ()
 
@@ -54,7 +62,7 @@ def table_intervals(updates: DataFrame, table_state: DataFrame) -> DataFrame:
 
 def join_stream_table(
     events: DataFrame,
-    table_state: DataFrame,
+    table: KeyedLayers,
     kind: Kind,
     lookup_key: Column | None = None,
     *,
@@ -63,21 +71,22 @@ def join_stream_table(
     """Join the batch's stream records (side L) with the table (side R) and carry the table forward.
 
     :param lookup_key: for global tables, the table key derived from the stream record (default: its key).
-    :param has_updates: False when the batch holds no table records: the table state is looked up as it
-        is and carried on unchanged (the same frame, which the state store then does not write again).
+    :param has_updates: False when the batch holds no table records: the table is looked up as it is and
+        carried on unchanged (the same layers, which the state store then does not write again).
     """
     stream = events.filter(F.col("side") == "L").drop("rval", "tomb")
     stream = stream.withColumn("__stream_key", F.col("key"))
     if lookup_key is not None:
         stream = stream.withColumn("key", lookup_key)
+    carried = table.lookup(stream.select("key").distinct())
     updates = events.filter(F.col("side") == "R")
     cached: tuple[DataFrame, ...] = ()
     if has_updates:
-        # cached: the join broadcasts it and the new table state is its last interval per key
-        intervals = table_intervals(updates, table_state).drop("__partition", "__offset").persist()
+        # cached: the join broadcasts it and the table's new layer is its last interval per key
+        intervals = table_intervals(updates, carried).drop("__partition", "__offset").persist()
         cached = (intervals,)
     else:
-        intervals = table_state.select(
+        intervals = carried.select(
             "key", "rval", F.lit(False).alias("tomb"), F.lit(LONG_MIN).alias("__start"),
             F.lit(None).cast("long").alias("__end"),
         )  # fmt: skip
@@ -105,13 +114,14 @@ def join_stream_table(
     )
     if kind is Kind.INNER:
         results = results.filter("matched")
-    new_state = latest_table_state(intervals) if has_updates else table_state
-    return JoinStep(results=results, table_state=new_state, cached=cached)
+    new_table = table.with_layer(latest_updates(intervals)) if has_updates else table
+    return JoinStep(results=results, table_state=new_table, cached=cached)
 
 
-def latest_table_state(intervals: DataFrame) -> DataFrame:
-    """The table after this batch's updates in ``ORDER`` (tombstones delete): each key's last interval."""
-    return intervals.filter(F.col("__end").isNull() & ~F.col("tomb")).select(*TABLE_STATE_COLUMNS)
+def latest_updates(intervals: DataFrame) -> DataFrame:
+    """The table's new layer: the last update of each key the batch changed (a tombstone deletes it)."""
+    changed = F.col("__end").isNull() & (F.col("__start") > F.lit(LONG_MIN))
+    return intervals.filter(changed).select("key", "rval", "rts", "tomb")
 
 
 def null_key_results(events: DataFrame) -> DataFrame:
