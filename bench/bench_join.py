@@ -472,6 +472,9 @@ class Checker:
         return problems
 
 
+_PHASES = ("read_ms", "write_ms", "state_ms", "state_bytes")
+
+
 def batch_profile(lines: list[str], users: int) -> dict[str, Any]:
     """Per-batch times from the job's ``streamjoin batch {...}`` lines: batches without join results (the
     table being loaded) and the others; ``users``: the table's size (0: no table)."""
@@ -482,7 +485,11 @@ def batch_profile(lines: list[str], users: int) -> dict[str, Any]:
     loading = [b for b in batches if not b.get("join_results")]
     profile: dict[str, Any] = {
         "table_keys": users,
-        "batches": [[b["input_rows"], b.get("join_results", 0), b["seconds"]] for b in batches],
+        # per batch: rows, join results, seconds; then ms reading+planning / computing+writing / saving the
+        # state, and the state's bytes
+        "batches": [
+            [b["input_rows"], b.get("join_results", 0), b["seconds"], *(b.get(k) for k in _PHASES)] for b in batches
+        ],
         "load_batches": len(loading),
         "load_rows": sum(b["input_rows"] for b in loading),
         "load_seconds": round(sum(b["seconds"] for b in loading), 3),

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from test_spark_scenarios import as_records, without_nulls
 
 from scenario_loader import SCENARIO_DIR, load_scenario
-from streamjoin.spark.engine import process_batch, state_schemas
+from streamjoin.spark.engine import empty_state, process_batch
 from streamjoin.spark.events import ORDER
 from streamjoin.spark.replay import raw_frame
 
@@ -31,7 +31,7 @@ def _rows(out: Any) -> list[tuple[Any, Any, int]]:
 def test_fk_scenario_in_two_batches(spark: Any, name: str, cut: int) -> None:
     scenario = load_scenario(SCENARIO_DIR / f"{name}.yaml")
     spec = scenario.spec
-    state = {n: spark.createDataFrame([], ddl) for n, ddl in state_schemas(spec).items()}
+    state = empty_state(spark, spec)
     got = []
     for start, part in ((0, scenario.inputs[:cut]), (cut, scenario.inputs[cut:])):
         raw = raw_frame(spark, spec, as_records(part), batch=False).withColumn("offset", F.col("offset") + start)

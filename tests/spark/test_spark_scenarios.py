@@ -24,7 +24,7 @@ from scenario_loader import Scenario, load_scenarios
 from streamjoin.core.records import Emitted, Record, final_tables
 from streamjoin.core.reference import ReferenceEngine
 from streamjoin.core.spec import PipelineSpec, parse_spec
-from streamjoin.spark.engine import process_batch, state_schemas
+from streamjoin.spark.engine import empty_state, process_batch
 from streamjoin.spark.replay import raw_frame, replay
 
 pytestmark = pytest.mark.spark
@@ -121,7 +121,7 @@ def test_scenario_through_spark_replay(spark: Any, scenario: Scenario) -> None:
 def test_stream_stream_reports_no_late_drops(spark: Any) -> None:
     """Kafka Streams drops no out-of-order record in a stream-stream join: neither does the Spark engine."""
     scenario = next(s for s in SCENARIOS if s.name == "stream_stream_left_out_of_order")
-    state = {name: spark.createDataFrame([], ddl) for name, ddl in state_schemas(scenario.spec).items()}
+    state = empty_state(spark, scenario.spec)
     raw = raw_frame(spark, scenario.spec, as_records(scenario.inputs), batch=False)
     out = process_batch(raw, scenario.spec, state, file_order=True)
     assert out.results.count() == len(scenario.expected)

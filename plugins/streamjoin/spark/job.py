@@ -82,10 +82,18 @@ class BatchWriter:
         """Run and write batch ``batch_id``; returns its summary (rows, each partition's max timestamp)."""
         started = time.monotonic()
         state = self.store.load(self.spark, batch_id, state_schemas(self.spec))
-        out = process_batch(raw, self.spec, state)
+        out = process_batch(raw, self.spec, state)  # reads and decodes the batch; the rest is lazy
+        planned = time.monotonic()
         counts = {"input_rows": out.summary.rows, **self._write(out, batch_id)}
+        written = time.monotonic()
         counts["state_bytes"] = self.store.save(batch_id, out.state)
         out.release()
+        # where a batch's time goes (ms): reading it and planning, computing and writing the outputs, the state
+        counts |= {
+            "read_ms": round((planned - started) * 1000),
+            "write_ms": round((written - planned) * 1000),
+            "state_ms": round((time.monotonic() - written) * 1000),
+        }
         self._report(batch_id, counts, time.monotonic() - started)
         self.last_counts = counts
         return out.summary

@@ -80,16 +80,16 @@ def join_stream_table(
         stream = stream.withColumn("key", lookup_key)
     carried = table.lookup(stream.select("key").distinct())
     updates = events.filter(F.col("side") == "R")
-    cached: tuple[DataFrame, ...] = ()
     if has_updates:
-        # cached: the join broadcasts it and the table's new layer is its last interval per key
-        intervals = table_intervals(updates, carried).drop("__partition", "__offset").persist()
-        cached = (intervals,)
+        intervals = table_intervals(updates, carried).drop("__partition", "__offset")
     else:
         intervals = carried.select(
             "key", "rval", F.lit(False).alias("tomb"), F.lit(LONG_MIN).alias("__start"),
             F.lit(None).cast("long").alias("__end"),
         )  # fmt: skip
+    # cached: each use of the results broadcasts it (the lookup in the table runs once), and the table's
+    # new layer is its last interval per key
+    intervals = intervals.persist()
     s, i = stream.alias("s"), F.broadcast(intervals).alias("i")
     inside = (
         (F.col("s.key") == F.col("i.key"))
@@ -115,7 +115,7 @@ def join_stream_table(
     if kind is Kind.INNER:
         results = results.filter("matched")
     new_table = table.with_layer(latest_updates(intervals)) if has_updates else table
-    return JoinStep(results=results, table_state=new_table, cached=cached)
+    return JoinStep(results=results, table_state=new_table, cached=(intervals,))
 
 
 def latest_updates(intervals: DataFrame) -> DataFrame:
