@@ -104,3 +104,18 @@ def test_a_layered_table_writes_only_its_changes_and_merges_when_they_outweigh_i
     merged = _table(StateStore(root, layered={"table"}), spark, 6)
     assert {r["key"]: r["rval"] for r in merged.merged().collect()} == expected
     assert not merged.layers[0].filter("tomb").count()
+
+
+@pytest.mark.spark
+def test_a_table_written_before_layers_is_read_as_the_first_layer(spark, tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    old = StateStore(root, small={"order"})  # the layout of earlier releases: a plain dataset, no tomb column
+    rows = spark.createDataFrame([("alice", "europe", 1), ("bob", "asia", 2)], "key string, rval string, rts long")
+    old.save(0, {"table": rows})
+    store = StateStore(root, layered={"table"})
+    table = _table(store, spark, 1)
+    assert _lookup(table, spark, ["alice", "bob"]) == {"alice": "europe", "bob": "asia"}
+    store.save(1, {"table": table.with_layer(spark.createDataFrame([("bob", None, 3, True)], TABLE))})
+    assert _lookup(_table(StateStore(root, layered={"table"}), spark, 2), spark, ["alice", "bob"]) == {
+        "alice": "europe"
+    }

@@ -87,9 +87,12 @@ class StateStore:
         """The datasets of layered state ``name`` in ``version``, oldest first (relative to the root)."""
         path = self._at(f"v={version}", f"{name}{_LAYERS}")
         text = self.storage.read_text(path)
-        if text is None:
-            raise CorruptCheckpointError(path, f"state file missing (version {version})")
-        return list(json.loads(text))
+        if text is not None:
+            return list(json.loads(text))
+        single = self._dataset(version, name)  # written before the state was layered: one dataset, no tomb column
+        if self.storage.exists(self._at(single)):
+            return [single]
+        raise CorruptCheckpointError(path, f"state file missing (version {version})")
 
     def _layer(self, spark: SparkSession, dataset: str, schema: str) -> DataFrame:
         if dataset not in self._layer_frames:
