@@ -213,6 +213,7 @@ class StreamJob:
             stop.set()
             renewer.join()
             self.lease.release()
+            self.writer.store.close()
 
     def _renew(self, stop: threading.Event) -> None:
         while not stop.wait(self.lease.ttl / 3):

@@ -94,12 +94,15 @@ def replay(
     emitted: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="streamjoin-replay-") as state_dir:
         store = state_store(str(state_dir), LocalStorage())
-        for batch_id, plan in enumerate(plans):
-            if on_batch is not None:
-                on_batch(batch_id, plan)
-            part = raw.filter(_in_plan(plan))
-            out_state = store.load(spark, batch_id, state_schemas(spec))
-            emitted += _run(spec, part, out_state, file_order=False, store=store, batch_id=batch_id)
+        try:
+            for batch_id, plan in enumerate(plans):
+                if on_batch is not None:
+                    on_batch(batch_id, plan)
+                part = raw.filter(_in_plan(plan))
+                out_state = store.load(spark, batch_id, state_schemas(spec))
+                emitted += _run(spec, part, out_state, file_order=False, store=store, batch_id=batch_id)
+        finally:
+            store.close()
     return emitted
 
 

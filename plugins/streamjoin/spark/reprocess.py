@@ -152,6 +152,7 @@ def reprocess_day(
                 swap_in(storages[name], staged[name], target)
                 result.paths[name] = target
     finally:
+        store.close()
         for name, staging in staged.items():
             storages[name].delete(staging)
         state_storage.delete(state_root)

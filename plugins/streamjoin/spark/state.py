@@ -251,6 +251,10 @@ class StateStore:
             if not relative.rsplit("/", 1)[-1].startswith(".")
         }
 
+    def close(self) -> None:
+        """Unpersist every cached layer: a store that is done with must not keep the JVM's memory."""
+        self._forget(lambda dataset: True)
+
     def _forget(self, stale: Any) -> None:
         """Unpersist and drop the cached layer frames whose dataset ``stale(dataset)`` says is gone."""
         for dataset in [d for d in self._layer_frames if stale(d)]:
