@@ -90,9 +90,10 @@ def test_a_layered_table_writes_only_its_changes_and_merges_when_they_outweigh_i
         listed = (root / f"v={batch_id}" / "table.layers").read_text()
         assert listed == '["v=0/table-0", ' + ", ".join(f'"v={v}/table-{v}"' for v in range(1, batch_id + 1)) + "]"
     assert sorted(p.name for p in root.iterdir()) == ["v=0", "v=1", "v=2", "v=3"]  # older ones kept: referenced
-    fresh = _table(StateStore(root, layered={"table"}), spark, 4)  # read back, nothing cached
+    restarted = StateStore(root, layered={"table"})  # a new store, as after a restart
     wanted = {"user1": "back", "user2": "changed", "new": "r9", "user7": "r2"}
-    assert _lookup(fresh, spark, ["user1", "user2", "new", "user7", "x"]) == wanted
+    assert _lookup(_table(restarted, spark, 4), spark, ["user1", "user2", "new", "user7", "x"]) == wanted
+    restarted.close()
     # a change bigger than the table: merged into one layer, deletions gone; the old layers are pruned
     more = [(f"more{i}", "m", 9, False) for i in range(1500)] + [("user3", None, 9, True)]
     store.save(4, {"table": _table(store, spark, 4).with_layer(spark.createDataFrame(more, TABLE))})
@@ -101,9 +102,12 @@ def test_a_layered_table_writes_only_its_changes_and_merges_when_they_outweigh_i
     del expected["user3"]
     store.save(5, {"table": _table(store, spark, 5)})
     assert sorted(p.name for p in root.iterdir()) == ["v=4", "v=5"]
-    merged = _table(StateStore(root, layered={"table"}), spark, 6)
+    restarted = StateStore(root, layered={"table"})
+    merged = _table(restarted, spark, 6)
     assert {r["key"]: r["rval"] for r in merged.merged().collect()} == expected
     assert not merged.layers[0].filter("tomb").count()
+    restarted.close()
+    store.close()
 
 
 @pytest.mark.spark
@@ -116,6 +120,7 @@ def test_a_table_written_before_layers_is_read_as_the_first_layer(spark, tmp_pat
     table = _table(store, spark, 1)
     assert _lookup(table, spark, ["alice", "bob"]) == {"alice": "europe", "bob": "asia"}
     store.save(1, {"table": table.with_layer(spark.createDataFrame([("bob", None, 3, True)], TABLE))})
-    assert _lookup(_table(StateStore(root, layered={"table"}), spark, 2), spark, ["alice", "bob"]) == {
-        "alice": "europe"
-    }
+    store.close()
+    restarted = StateStore(root, layered={"table"})
+    assert _lookup(_table(restarted, spark, 2), spark, ["alice", "bob"]) == {"alice": "europe"}
+    restarted.close()

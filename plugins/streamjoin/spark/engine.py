@@ -30,13 +30,11 @@ from streamjoin.spark.events import (
     with_batch_order,
     with_file_order,
 )
-from streamjoin.spark.layers import KeyedLayers
-from streamjoin.spark.local_frames import local_frame
 from streamjoin.spark.projection import is_json_text, joined_value
 from streamjoin.spark.serde import spark_type
 from streamjoin.spark.shapes import spark_shape
 from streamjoin.spark.sinks import encode_key, encode_value
-from streamjoin.spark.state import StateStore
+from streamjoin.spark.state import StateStore, empty_states
 from streamjoin.spark.table_aggregate import PREVIOUS_SCHEMA, aggregate_table
 
 #: states of a few rows per partition, kept as JSON by the state store
@@ -64,10 +62,7 @@ def state_schemas(spec: PipelineSpec) -> dict[str, str]:
 
 def empty_state(spark: SparkSession, spec: PipelineSpec) -> dict[str, Any]:
     """The states of a pipeline before its first batch."""
-    return {
-        name: KeyedLayers(schema) if name in LAYERED_STATES else local_frame(spark, [], schema)
-        for name, schema in state_schemas(spec).items()
-    }
+    return empty_states(spark, state_schemas(spec), LAYERED_STATES)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ the version does not exist, the batch fails, and the previous version and the of
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pyspark import StorageLevel
@@ -43,6 +43,14 @@ _REF = ".ref"
 _LAYERS = ".layers"
 #: a layered state with more layers than this is merged into one
 MAX_LAYERS = 8
+
+
+def empty_states(spark: SparkSession, schemas: dict[str, str], layered: Iterable[str]) -> dict[str, Any]:
+    """Every state before a pipeline's first batch: an empty frame each, no layers for a layered one."""
+    return {
+        name: KeyedLayers(schema) if name in layered else local_frame(spark, [], schema)
+        for name, schema in schemas.items()
+    }
 
 
 class StateStore:
@@ -113,10 +121,7 @@ class StateStore:
         self._loaded = {}
         older = [v for v in self._versions() if v < batch_id]
         if not older:
-            return {
-                name: KeyedLayers(schema) if name in self.layered else local_frame(spark, [], schema)
-                for name, schema in schemas.items()
-            }
+            return empty_states(spark, schemas, self.layered)
         frames: dict[str, Any] = {}
         self._loaded_version = older[-1]
         for name, schema in schemas.items():
@@ -225,7 +230,8 @@ class StateStore:
                 dataset = f"{version}/{name}-{index}"
                 frame.write.mode("overwrite").parquet(self._at(dataset))
             datasets.append(dataset)
-        sizes = [sum(size for size, _ in self._dataset_files(d).values()) for d in datasets]
+        listed = self._files_of(self._loaded_version) if self._loaded_version is not None else {}
+        sizes = [sum(size for size, _ in self._dataset_files(d, listed).values()) for d in datasets]
         if len(datasets) > MAX_LAYERS or (len(datasets) > 1 and sum(sizes[1:]) > sizes[0]):
             spark = table.layers[0].sparkSession
             stored = KeyedLayers(table.schema, tuple(self._layer(spark, d, table.schema) for d in datasets))
@@ -238,13 +244,12 @@ class StateStore:
             datasets = [merged]
         return datasets
 
-    def _dataset_files(self, dataset: str) -> dict[str, FileFacts]:
-        """The files of ``dataset`` (relative to the root), from the loaded version's manifest if it lists them."""
+    def _dataset_files(self, dataset: str, listed: dict[str, FileFacts]) -> dict[str, FileFacts]:
+        """The files of ``dataset`` (relative to the root): as the manifest ``listed`` has them, else as stored."""
         prefix = f"{dataset}/"
-        if self._loaded_version is not None:
-            listed = {p: f for p, f in self._files_of(self._loaded_version).items() if p.startswith(prefix)}
-            if listed:
-                return listed
+        known = {p: f for p, f in listed.items() if p.startswith(prefix)}
+        if known:
+            return known
         return {
             prefix + relative: facts
             for relative, facts in self.storage.files(self._at(dataset)).items()
@@ -255,30 +260,27 @@ class StateStore:
         """Unpersist every cached layer: a store that is done with must not keep the JVM's memory."""
         self._forget(lambda dataset: True)
 
-    def _forget(self, stale: Any) -> None:
+    def _forget(self, stale: Callable[[str], bool]) -> None:
         """Unpersist and drop the cached layer frames whose dataset ``stale(dataset)`` says is gone."""
         for dataset in [d for d in self._layer_frames if stale(d)]:
             self._layer_frames.pop(dataset).unpersist()
 
-    def _referenced(self, versions: list[int]) -> set[str]:
-        """The datasets of older versions that ``versions`` refer to (by ``.ref`` or as layers)."""
+    def _referenced(self, version: int) -> set[str]:
+        """The datasets ``version`` reads through ``.ref`` files and layer lists (its own layers too)."""
         referenced: set[str] = set()
-        for v in versions:
-            for entry in self.storage.children(self._at(f"v={v}")):
-                if entry.endswith(_REF):
-                    referenced.add((self.storage.read_text(self._at(f"v={v}", entry)) or "").strip())
-                elif entry.endswith(_LAYERS):
-                    referenced.update(self._layers(v, entry[: -len(_LAYERS)]))
+        for entry in self.storage.children(self._at(f"v={version}")):
+            if entry.endswith(_REF):
+                referenced.add((self.storage.read_text(self._at(f"v={version}", entry)) or "").strip())
+            elif entry.endswith(_LAYERS):
+                referenced.update(self._layers(version, entry[: -len(_LAYERS)]))
         return referenced
 
     def _prune(self) -> None:
         """Keep the newest ``keep`` versions, and the older datasets they refer to."""
         kept = self._versions()[-self.keep :]
-        referenced = self._referenced(kept)
-        newest = self._referenced(kept[-1:]) | {
-            f"v={kept[-1]}/{entry}" for entry in self.storage.children(self._at(f"v={kept[-1]}"))
-        }
-        self._forget(lambda dataset: dataset not in newest)
+        reads = {v: self._referenced(v) for v in kept}
+        referenced = set().union(*reads.values())
+        self._forget(lambda dataset: dataset not in reads[kept[-1]])  # layers the next batch will not read
         for directory in self.storage.children(self.root):
             if not directory.startswith("v=") or int(directory.split("=", 1)[1]) >= kept[0]:
                 continue
