@@ -76,3 +76,35 @@ def fresh_topics(topic_factory: Callable[[str], str]) -> Callable[[str], str]:
 
 
 # ===================================================================================== end of Kafka
+
+
+# =====================================================================================================
+# Spark: one local SparkSession for the whole pytest process (the backfill, quality and Spark tiers).
+# A JVM's heap is fixed when it starts and SparkSession.getOrCreate returns a running session as it is,
+# so one fixture per tier meant the first tier's settings (1 GiB heap) held for all of them.
+# =====================================================================================================
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """Local SparkSession: UI off, two cores and shuffle partitions, a 3 GiB driver heap."""
+    import logging
+    import sys
+
+    from streamjoin.spark.session import build_session
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    session = build_session(
+        "streamjoin-tests",
+        master="local[2]",
+        shuffle_partitions=2,
+        # one JVM runs hundreds of small replays: Spark's default 1 GiB heap ran out in CI
+        extra_conf={"spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "false", "spark.driver.memory": "3g"},
+    )
+    yield session
+    session.stop()
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # no 'closing connection' logs after pytest exits
+
+
+# ===================================================================================== end of Spark

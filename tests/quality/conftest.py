@@ -1,34 +1,13 @@
-"""Fixtures of the quality tests: the seed spec and suite, one reused local SparkSession, frame builders."""
+"""Fixtures of the quality tests: the seed spec and suite, frame builders (the SparkSession is tests/conftest.py's)."""
 
 from __future__ import annotations
 
-import logging
-import os
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from quality_cases import DAY, ENRICHED_SCHEMA, SPEC_PATH, SUITE_PATH, Row
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from streamjoin.spark.session import build_session
-
-    session = build_session(
-        "streamjoin-quality-tests",
-        master="local[1]",
-        shuffle_partitions=2,
-        with_kafka=False,
-        extra_conf={"spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "false"},
-    )
-    yield session
-    session.stop()
-    logging.getLogger("py4j").setLevel(logging.WARNING)  # no 'closing connection' logs after pytest exits
 
 
 @pytest.fixture(scope="session")
