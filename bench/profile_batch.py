@@ -1,0 +1,80 @@
+"""Where a tiny micro-batch's fixed cost goes: a conformance scenario replayed in micro-batches of a few
+records (state carried through the state store, as the streaming job does), profiled after a warm-up run.
+
+Prints seconds, Spark jobs and Py4J calls per batch, then the streamjoin functions with the most
+cumulative time. A profile, not a benchmark: there is no baseline and no ratio (see bench_join.py).
+
+    python bench/profile_batch.py stream_table_left_clicks_per_region --max-records 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HOME = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(HOME / "plugins"), str(HOME / "tests")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("scenario", help="a tests/scenarios/*.yaml name, without .yaml")
+    parser.add_argument("--max-records", type=int, default=2, help="records per micro-batch")
+    parser.add_argument("--top", type=int, default=15, help="streamjoin functions to list")
+    args = parser.parse_args()
+
+    from scenario_loader import load_scenario
+    from streamjoin.spark.replay import replay
+    from streamjoin.spark.session import build_session
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    spark = build_session(
+        "streamjoin-profile",
+        master="local[2]",
+        shuffle_partitions=2,
+        extra_conf={"spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "false", "spark.driver.memory": "3g"},
+    )
+    scenario = load_scenario(HOME / "tests" / "scenarios" / f"{args.scenario}.yaml")
+    records = [
+        {"topic": r.topic, "key": r.key, "value": r.value, "ts": r.ts, "partition": r.partition}
+        for r in scenario.inputs
+    ]
+    batches: list[int] = []
+
+    def run() -> None:
+        batches.clear()
+        replay(
+            spark, scenario.spec, records, batch=True, max_records=args.max_records,
+            on_batch=lambda batch_id, _plan: batches.append(batch_id),
+        )  # fmt: skip
+
+    run()  # warm-up: the JVM's first queries compile and load classes
+    context = spark.sparkContext
+    context.setJobGroup("profiled", "profiled")
+    profile = cProfile.Profile()
+    started = time.monotonic()
+    profile.runcall(run)
+    seconds = time.monotonic() - started
+    jobs = len(context.statusTracker().getJobIdsForGroup("profiled"))
+    stats: Any = pstats.Stats(profile)
+    py4j_calls = sum(
+        calls for (file, _line, name), (calls, *_rest) in stats.stats.items()
+        if name == "send_command" and file.endswith("clientserver.py")
+    )  # fmt: skip
+    n = len(batches)
+    print(
+        f"{args.scenario}: {len(records)} records in {n} batches of <= {args.max_records}: {seconds / n:.2f} s, "
+        f"{jobs / n:.1f} Spark jobs and {py4j_calls / n:.0f} Py4J calls per batch"
+    )
+    stats.sort_stats("cumulative").print_stats(r"plugins/streamjoin", args.top)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
