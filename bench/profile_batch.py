@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import os
 import pstats
 import sys
 import time
@@ -30,16 +29,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from scenario_loader import load_scenario
+    from spark_session import local_session
     from streamjoin.spark.replay import replay
-    from streamjoin.spark.session import build_session
 
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = build_session(
-        "streamjoin-profile",
-        master="local[2]",
-        shuffle_partitions=2,
-        extra_conf={"spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "false", "spark.driver.memory": "3g"},
-    )
+    spark = local_session("streamjoin-profile")  # the tests' session: the profile is of what they pay
     scenario = load_scenario(HOME / "tests" / "scenarios" / f"{args.scenario}.yaml")
     records = [
         {"topic": r.topic, "key": r.key, "value": r.value, "ts": r.ts, "partition": r.partition}

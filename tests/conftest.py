@@ -87,21 +87,12 @@ def fresh_topics(topic_factory: Callable[[str], str]) -> Callable[[str], str]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    """Local SparkSession: UI off, two cores and shuffle partitions, a 3 GiB driver heap."""
+    """The local SparkSession of :func:`spark_session.local_session`."""
     import logging
-    import sys
 
-    from streamjoin.spark.session import build_session
+    from spark_session import local_session
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    session = build_session(
-        "streamjoin-tests",
-        master="local[2]",
-        shuffle_partitions=2,
-        # one JVM runs hundreds of small replays: Spark's default 1 GiB heap ran out in CI
-        extra_conf={"spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "false", "spark.driver.memory": "3g"},
-    )
+    session = local_session("streamjoin-tests")
     yield session
     session.stop()
     logging.getLogger("py4j").setLevel(logging.WARNING)  # no 'closing connection' logs after pytest exits
