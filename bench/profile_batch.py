@@ -2,7 +2,9 @@
 records (state carried through the state store, as the streaming job does), profiled after a warm-up run.
 
 Prints seconds, Spark jobs and Py4J calls per batch, then the streamjoin functions with the most
-cumulative time. A profile, not a benchmark: there is no baseline and no ratio (see bench_join.py).
+cumulative time. The profiled run's output must equal the scenario replayed in one batch (as the tests
+check it), else the profile fails. A profile, not a benchmark: there is no baseline and no ratio (see
+bench_join.py).
 
     python bench/profile_batch.py stream_table_left_clicks_per_region --max-records 2
 """
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 HOME = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(HOME / "plugins"), str(HOME / "tests")]
+sys.path[:0] = [str(HOME / "plugins"), str(HOME / "tests"), str(HOME / "tests" / "spark")]
 
 
 def main() -> None:
@@ -28,22 +30,21 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15, help="streamjoin functions to list")
     args = parser.parse_args()
 
+    from test_spark_scenarios import assert_same, spark_replay
+
     from scenario_loader import load_scenario
     from spark_session import local_session
-    from streamjoin.spark.replay import replay
 
     spark = local_session("streamjoin-profile")  # the tests' session: the profile is of what they pay
     scenario = load_scenario(HOME / "tests" / "scenarios" / f"{args.scenario}.yaml")
-    records = [
-        {"topic": r.topic, "key": r.key, "value": r.value, "ts": r.ts, "partition": r.partition}
-        for r in scenario.inputs
-    ]
+    whole = spark_replay(spark, scenario.spec, scenario.inputs, batch=True)
     batches: list[int] = []
+    cut: list[Any] = []
 
     def run() -> None:
         batches.clear()
-        replay(
-            spark, scenario.spec, records, batch=True, max_records=args.max_records,
+        cut[:] = spark_replay(
+            spark, scenario.spec, scenario.inputs, batch=True, max_records=args.max_records,
             on_batch=lambda batch_id, _plan: batches.append(batch_id),
         )  # fmt: skip
 
@@ -60,10 +61,12 @@ def main() -> None:
         calls for (file, _line, name), (calls, *_rest) in stats.stats.items()
         if name == "send_command" and file.endswith("clientserver.py")
     )  # fmt: skip
+    assert_same(whole, cut, scenario.spec.dead_letter_topic, f"{args.scenario} in batches of {args.max_records}")
     n = len(batches)
     print(
-        f"{args.scenario}: {len(records)} records in {n} batches of <= {args.max_records}: {seconds / n:.2f} s, "
-        f"{jobs / n:.1f} Spark jobs and {py4j_calls / n:.0f} Py4J calls per batch"
+        f"{args.scenario}: {len(scenario.inputs)} records in {n} batches of <= {args.max_records}: "
+        f"{seconds / n:.2f} s, {jobs / n:.1f} Spark jobs and {py4j_calls / n:.0f} Py4J calls per batch; "
+        "output as in one batch"
     )
     stats.sort_stats("cumulative").print_stats(r"plugins/streamjoin", args.top)
     spark.stop()
