@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from scenario_loader import SCENARIO_DIR, Scenario, load_scenarios
-from streamjoin.core.ordering import processing_order
 from streamjoin.core.records import Emitted, final_tables
 from streamjoin.core.reference import ReferenceEngine
 from streamjoin.core.spec import Shape
@@ -69,11 +68,3 @@ def test_scenario_tells_every_step(scenario: Scenario) -> None:
     assert all(len(story) > 10 for story in scenario.stories), scenario.name
     assert scenario.description, f"{scenario.name}: give the scenario a description"
 
-
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=str)
-def test_scenario_in_processing_order_gives_the_same_result_as_a_batch(scenario: Scenario) -> None:
-    """Where the file already is in batch processing order, ``replay_batch`` agrees with the scenario."""
-    if processing_order(scenario.inputs, scenario.spec) != scenario.inputs:
-        pytest.skip("file order differs from the batch processing order (an arrival-order story)")
-    got = ReferenceEngine(scenario.spec).replay_batch(scenario.inputs)
-    assert_changelog(scenario, got)
