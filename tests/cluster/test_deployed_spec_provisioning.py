@@ -69,3 +69,17 @@ def test_replication_and_min_insync_replicas_reach_the_topics(
     assert sorted(topics) == sorted(names)
     assert {t.replication_factor for t in topics.values()} == {1}
     assert {t.config["min.insync.replicas"] for t in topics.values()} == {"1"}
+    # 1 is also the test broker's default: the spec's value is on each topic as the topic's own config
+    # (a topic created without it has none: tests/integration/test_kafka_topics.py)
+    assert {_topic_level(kafka_conn, name).get("min.insync.replicas") for name in names} == {"1"}
+
+
+def _topic_level(bootstrap: str, topic: str) -> dict[str, str]:
+    """The configs set on ``topic`` itself (not the broker's or Kafka's defaults), read by confluent-kafka."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    client = AdminClient({"bootstrap.servers": bootstrap})  # alive until the future resolves
+    entries = client.describe_configs([resource])[resource].result(timeout=30)
+    own = (ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    return {name: entry.value for name, entry in entries.items() if entry.source in own}

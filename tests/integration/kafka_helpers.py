@@ -12,11 +12,15 @@ from typing import Any
 
 import yaml
 from confluent_kafka import TopicCollection
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
 from streamjoin.core.plans import PROJECT_HOME
 
 SEED_SPEC = PROJECT_HOME / "include" / "pipelines" / "clicks_per_region.yaml"
+
+
+#: the source of a config set on the topic itself (an enum member or its value, by client version)
+TOPIC_LEVEL = (ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,8 @@ class Described:
     replication_factor: int
     config: dict[str, str]
     topic_id: str
+    #: the configs set on the topic itself (by whoever created or altered it), not broker or Kafka defaults
+    topic_level: dict[str, str]
 
 
 def admin(bootstrap: str) -> AdminClient:
@@ -45,6 +51,7 @@ def describe(bootstrap: str, name: str) -> Described:
         replication_factor=len(description.partitions[0].replicas),
         config={k: e.value for k, e in entries.items() if e.value is not None},
         topic_id=str(description.topic_id),
+        topic_level={k: e.value for k, e in entries.items() if e.source in TOPIC_LEVEL},
     )
 
 

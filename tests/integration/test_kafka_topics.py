@@ -38,7 +38,12 @@ def test_creates_every_topic_with_its_partitions_and_configs(kafka_bootstrap: st
     assert totals.config["cleanup.policy"] == "compact"
     assert dlq.config["cleanup.policy"] == "delete"
     assert dlq.config["retention.ms"] == str(14 * 24 * 3600 * 1000)
-    assert {d.config["min.insync.replicas"] for d in (clicks, regions, enriched, totals, dlq)} == {"1"}
+    # 1 is also the test broker's default: what shows the spec's value reached the topic is that the topic
+    # carries it as its own config (a replication-1 broker allows no other value; the plan test checks 2)
+    assert {d.topic_level.get("min.insync.replicas") for d in (clicks, regions, enriched, totals, dlq)} == {"1"}
+    bare = topic_factory("bare")  # created without configs: the same broker, nothing at topic level
+    create_topic(kafka_bootstrap, bare, 1)
+    assert describe(kafka_bootstrap, bare).topic_level == {}
 
 
 def test_rerun_changes_nothing_and_reports_ok(kafka_bootstrap: str, topic_factory: Any) -> None:
