@@ -7,7 +7,7 @@ from datetime import date
 from pathlib import Path
 
 import pytest
-from backfill_data import write_seed_spec
+from backfill_data import DAY, write_seed_spec
 
 from streamjoin.core.backfill import (
     DAY_MS,
@@ -108,17 +108,17 @@ def test_a_range_beyond_kafka_retention_is_refused(
 
     spec = load_spec(write_seed_spec(tmp_path, topic_factory))
     ensure_topics({"bootstrap.servers": kafka_bootstrap}, plan_topics(spec))
-    start = day_start_ms(date(2026, 11, 20))
+    start = day_start_ms(DAY)  # recent: the broker's 7-day retention would delete an older day's records
     clicks = spec.left.topic
     rows = [(clicks, b"u1", encode(n, Format.LONG), start + n * 3_600_000, []) for n in range(6)]
     produce_records(kafka_bootstrap, rows)
-    plan = plan_day(spec, "2026-11-20")
+    plan = plan_day(spec, DAY)
     check_retention(plan, retention_facts(kafka_bootstrap, [clicks]))  # all there
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     partition = next(iter({p for p, o in _ends(kafka_bootstrap, clicks).items() if o > 0}))
     for future in admin.delete_records([TopicPartition(clicks, partition, 2)]).values():
         future.result(timeout=30)
-    with pytest.raises(BackfillError, match=f"topic '{clicks}' holds records from 2026-11-20T02:00:00"):
+    with pytest.raises(BackfillError, match=f"topic '{clicks}' holds records from {DAY.isoformat()}T02:00:00"):
         check_retention(plan, retention_facts(kafka_bootstrap, [clicks]))
 
 
@@ -144,7 +144,7 @@ def test_stream_watermark_from_the_checkpoint_else_the_topics(
     spec = load_spec(write_seed_spec(tmp_path, topic_factory))
     ensure_topics({"bootstrap.servers": kafka_bootstrap}, plan_topics(spec))
     clicks = spec.left.topic
-    start = day_start_ms(date(2026, 11, 20))
+    start = day_start_ms(DAY)  # recent: the broker's 7-day retention would delete an older day's records
     produce_records(kafka_bootstrap, [(clicks, b"u1", encode(1, Format.LONG), start + n * 1000, []) for n in range(5)])
     checkpoint = tmp_path / "checkpoint"
     assert stream_watermark(spec, kafka_bootstrap, checkpoint) == (start + 4000, "input topics' latest records")
@@ -157,3 +157,32 @@ def test_stream_watermark_from_the_checkpoint_else_the_topics(
     assert stream_watermark(spec, kafka_bootstrap, checkpoint) == (start + 2000, "checkpoint offsets")
     (checkpoint / "status.json").write_text(json.dumps({"watermark_ms": start + 9000}))
     assert stream_watermark(spec, kafka_bootstrap, checkpoint)[0] == start + 9000
+
+
+@pytest.mark.kafka
+def test_a_partition_s_last_record_that_cannot_be_read_is_an_error_not_left_out(
+    tmp_path: Path, kafka_bootstrap: str, topic_factory: Callable[[str], str]
+) -> None:
+    """The watermark is a minimum over partitions: one left out would make it too late (a day reprocessed
+    before its records are in). A record deleted by retention is named; it was once read as "no record"."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from streamjoin.airflow.sensors import stream_watermark
+    from streamjoin.core.codec import encode
+    from streamjoin.core.errors import KafkaUnavailableError
+    from streamjoin.core.spec import Format
+    from streamjoin.kafka.admin import ensure_topics
+    from streamjoin.kafka.clients import produce_records
+    from streamjoin.kafka.topics import plan_topics
+
+    spec = load_spec(write_seed_spec(tmp_path, topic_factory))
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, plan_topics(spec))
+    clicks, start = spec.left.topic, day_start_ms(DAY)
+    produce_records(kafka_bootstrap, [(clicks, b"u1", encode(1, Format.LONG), start + n * 1000, []) for n in range(3)])
+    (partition,) = [p for p, o in _ends(kafka_bootstrap, clicks).items() if o > 0]
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_records([TopicPartition(clicks, partition, 3)]).values():
+        future.result(timeout=30)
+    with pytest.raises(KafkaUnavailableError, match=f"offset 2 of '{clicks}' partition {partition}"):
+        stream_watermark(spec, kafka_bootstrap, tmp_path / "checkpoint")

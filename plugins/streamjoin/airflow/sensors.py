@@ -17,6 +17,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator
 
 from streamjoin.core.backfill import plan_day
+from streamjoin.core.errors import ConsumeTimeoutError
 from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.plans import checkpoint_dir, resolve
 from streamjoin.core.spec import PipelineSpec, Role, load_spec
@@ -24,26 +25,53 @@ from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 
 
 def _last_record_ts(kafka: KafkaTarget, topic: str, partition: int, next_offset: int, timeout: float) -> int | None:
+    """The timestamp of the record before ``next_offset`` (None: the partition is empty).
+
+    :raises ConsumeTimeoutError: the record did not arrive within ``timeout`` (a slow or busy broker: the
+        caller may try again); never taken for "no record", which would leave the partition out of the minimum
+    :raises KafkaUnavailableError: the record cannot be read (deleted by retention, or a fatal client error)
+    """
+    import time
+
     from confluent_kafka import Consumer, TopicPartition
+
+    from streamjoin.core.errors import KafkaUnavailableError
 
     if next_offset <= 0:
         return None
-    settings = {"group.id": "streamjoin-watermark", "enable.auto.commit": False}
+    wanted = next_offset - 1
+    # "error": a deleted record is an error, not a silent jump to another record (earliest/latest)
+    settings = {"group.id": "streamjoin-watermark", "enable.auto.commit": False, "auto.offset.reset": "error"}
     consumer = Consumer(KafkaClientConfig.of(kafka).librdkafka(**settings))
+    deadline = time.monotonic() + timeout
     try:
-        consumer.assign([TopicPartition(topic, partition, next_offset - 1)])
-        message = consumer.poll(timeout)
-        if message is None or message.error() is not None:
-            return None
-        return message.timestamp()[1]
+        consumer.assign([TopicPartition(topic, partition, wanted)])
+        while (left := deadline - time.monotonic()) > 0:
+            message = consumer.poll(min(left, 1.0))
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                if error.fatal() or not error.retriable():
+                    raise KafkaUnavailableError(
+                        f"reading offset {wanted} of {topic!r} partition {partition} for the stream's watermark: "
+                        f"{error.str()}"
+                    )
+                continue
+            return message.timestamp()[1]
+        raise ConsumeTimeoutError(topic, f"the record at offset {wanted} of partition {partition}", 0, timeout, "none")
     finally:
         consumer.close()
 
 
 def stream_watermark(
-    spec: PipelineSpec, kafka: KafkaTarget, checkpoint: Path, *, timeout: float = 10.0
+    spec: PipelineSpec, kafka: KafkaTarget, checkpoint: Path, *, timeout: float = 30.0
 ) -> tuple[int | None, str]:
-    """(watermark in ms or None if nothing was processed yet, where it came from)."""
+    """(watermark in ms or None if nothing was processed yet, where it came from).
+
+    :param timeout: seconds for each broker read (end offsets, one record per partition)
+    :raises ConsumeTimeoutError: a partition's last record did not arrive in time
+    """
     files = PipelineFiles(checkpoint)
     reported = files.watermark()
     if reported is not None:
@@ -91,7 +119,11 @@ class StreamWatermarkSensor(BaseSensorOperator):
         spec = load_spec(resolve(self.spec_path))
         plan = plan_day(spec, self.day)
         kafka = StreamJoinKafkaHook(self.kafka_conn_id).checked_config()
-        watermark, source = stream_watermark(spec, kafka, checkpoint_dir(spec))
+        try:
+            watermark, source = stream_watermark(spec, kafka, checkpoint_dir(spec))
+        except ConsumeTimeoutError as exc:  # not known this time: not ready, ask again at the next poke
+            self.log.warning("%s %s: watermark not read (%s); poking again", spec.name, plan.day, exc)
+            return False
         self.log.info(
             "%s %s: watermark %s (from %s), needed %s", spec.name, plan.day, watermark, source, plan.ready_at_ms
         )
