@@ -38,14 +38,14 @@ def admin(bootstrap: str) -> AdminClient:
 
 
 def topic_names(bootstrap: str) -> set[str]:
-    return set(admin(bootstrap).list_topics(timeout=10).topics)
+    return set(admin(bootstrap).list_topics(timeout=30).topics)
 
 
 def describe(bootstrap: str, name: str) -> Described:
     client = admin(bootstrap)
-    description = client.describe_topics(TopicCollection([name]))[name].result(timeout=10)
+    description = client.describe_topics(TopicCollection([name]))[name].result(timeout=30)
     resource = ConfigResource(ConfigResource.Type.TOPIC, name)
-    entries = client.describe_configs([resource])[resource].result(timeout=10)
+    entries = client.describe_configs([resource])[resource].result(timeout=30)
     return Described(
         partitions=len(description.partitions),
         replication_factor=len(description.partitions[0].replicas),
@@ -61,7 +61,7 @@ def create_topic(bootstrap: str, name: str, partitions: int, config: dict[str, s
     client.create_topics([new], operation_timeout=10)[name].result(timeout=15)
     deadline = time.monotonic() + 15  # until this broker's metadata lists it with a leader per partition
     while True:
-        topic = client.list_topics(topic=name, timeout=10).topics.get(name)
+        topic = client.list_topics(topic=name, timeout=30).topics.get(name)
         listed = topic is not None and topic.error is None and len(topic.partitions) == partitions
         if listed and topic is not None and all(p.leader >= 0 for p in topic.partitions.values()):
             return

@@ -22,7 +22,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 15.0, last: Callable[[], Any] = str) -> None:
+def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 60.0, last: Callable[[], Any] = str) -> None:
     """Wait until ``predicate()``; fail saying what was awaited and what was last seen."""
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -114,7 +114,7 @@ def test_a_repartitioned_side_joins_exactly(
         assert got_out == expected_out
         assert sum(len(v) for v in got_out.values()) == sum(1 for r in records if r.topic == views) - 1
         assert any(value["right"] is None for rows in got_out.values() for value, _ in rows)  # user-10/11
-        dead = consume_all(kafka_bootstrap, spec.dead_letter_topic, timeout=10)
+        dead = consume_all(kafka_bootstrap, spec.dead_letter_topic, timeout=30)
         assert len(dead) == sum(1 for e in expected if e.topic == spec.dead_letter_topic) == 1
 
         # the internal topic: every view once, where murmur2 puts its key, with its own timestamp, in order

@@ -110,6 +110,6 @@ def test_scenario_through_the_streaming_job(scenario: Scenario, spark, kafka_boo
         if e.topic != scenario.spec.dead_letter_topic
     ]
     assert per_key(got) == per_key(expected), f"{scenario.name}: expected {expected}\n   got {got}"
-    dead = consume_all(kafka_bootstrap, names[scenario.spec.dead_letter_topic], timeout=10)
+    dead = consume_all(kafka_bootstrap, names[scenario.spec.dead_letter_topic], timeout=30)
     expected_dead = sum(1 for e in scenario.expected if e.topic == scenario.spec.dead_letter_topic)
     assert len(dead) == expected_dead - len(unwritable)

@@ -146,10 +146,10 @@ def _status(checkpoint: Path) -> dict[str, Any]:
 
 
 def _flushed(receiver: Receiver, names: set[str]) -> dict[str, list[tuple[str, Any, dict[str, str]]]]:
-    """Export now (as the periodic reader would) and wait until the receiver holds ``names`` (10 s at most)."""
+    """Export now (as the periodic reader would) and wait until the receiver holds ``names`` (60 s at most)."""
     from opentelemetry import metrics
 
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while True:
         metrics.get_meter_provider().force_flush()  # type: ignore[attr-defined]
         points = receiver.points()
