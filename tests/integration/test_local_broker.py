@@ -3,6 +3,7 @@ on the formatted storage. Uses its own ports and home, next to the session's tes
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -14,7 +15,9 @@ from streamjoin.localdev.kafka_broker import KafkaBroker, broker_answers
 
 pytestmark = pytest.mark.kafka
 
-PORT = 19192
+#: beside the session's test broker (port, port + 1) and the secured one (+ 20 to + 22): two test sessions on
+#: one machine, each with its own STREAMJOIN_TEST_KAFKA_PORT, do not start brokers on each other's ports
+PORT = int(os.environ.get("STREAMJOIN_TEST_KAFKA_PORT", "19092")) + 10
 
 
 def kafka_sh(*args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:

@@ -92,7 +92,8 @@ def test_of_two_drivers_starting_at_once_exactly_one_holds_the_lease(tmp_path: P
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
+        thread.join(timeout=30)
+    assert not any(t.is_alive() for t in threads), "a lease acquisition did not end within 30 s"
     assert sorted(outcomes) == ["held", "refused", "refused", "refused"]
 
 

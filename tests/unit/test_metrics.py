@@ -92,7 +92,7 @@ def statsd_listener(monkeypatch: pytest.MonkeyPatch) -> Iterator[socket.socket]:
     stats = sys.modules[front.initialize.__module__]  # the module that holds Airflow's metrics client
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind(("127.0.0.1", 0))
-    sock.settimeout(5)
+    sock.settimeout(30)
     for name, value in {
         "STATSD_ON": "True", "OTEL_ON": "False", "STATSD_DATADOG_ENABLED": "False", "STATSD_HOST": "127.0.0.1",
         "STATSD_PORT": str(sock.getsockname()[1]), "STATSD_PREFIX": "airflow", "LEGACY_NAMES_ON": "True",
@@ -107,9 +107,9 @@ def statsd_listener(monkeypatch: pytest.MonkeyPatch) -> Iterator[socket.socket]:
 
 
 def _received(sock: socket.socket, until: set[str]) -> dict[str, str]:
-    """``name -> value|type`` of the StatsD lines received until every name of ``until`` came (5 s at most)."""
+    """``name -> value|type`` of the StatsD lines received until every name of ``until`` came (30 s at most)."""
     lines: dict[str, str] = {}
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while not until <= lines.keys() and time.monotonic() < deadline:
         try:
             packet = sock.recv(65536).decode()
