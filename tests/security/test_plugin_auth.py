@@ -1,6 +1,9 @@
 """Every route of the Stream jobs plugin behind Airflow's login and DAG permissions, on a real api-server with
-the simple auth manager: anonymous -> 401, a viewer without read access to a pipeline's DAGs -> 403 and none of
-its rows (and metrics), the admin sees everything."""
+the simple auth manager. The routes are read from the plugin's FastAPI app itself, so a new route is covered
+(or fails here for want of a sample value for a new path parameter): anonymous -> 401 on every one; a viewer
+without read access to a pipeline's DAGs -> 403 on every route that names the pipeline and none of its rows
+(and metrics) elsewhere; the admin gets 200 from every GET (the sample requests are valid, so the 401s and
+403s are about access); Data Docs refuse any path that leaves the pipeline's own directory."""
 
 from __future__ import annotations
 
@@ -15,13 +18,30 @@ from urllib.parse import quote
 
 import pytest
 import yaml
+from starlette.routing import Route
 
 from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.plans import PROJECT_HOME, pipeline_dag_ids
 from streamjoin.spark.heartbeat import Heartbeat
 
 pytestmark = [pytest.mark.airflow]
-ROUTES = ["/streamjoin/jobs", "/streamjoin/api/jobs", "/streamjoin/api/jobs/{name}", "/streamjoin/metrics"]
+#: a value for each path parameter of the plugin's routes ({pipeline} is filled in per request)
+SAMPLE_PARAMS = {"action": "stop", "path": "index.html"}
+
+
+def plugin_routes() -> list[tuple[str, str]]:
+    """(method, path under the api-server) of every route of the plugin's app, docs and schema included."""
+    from streamjoin.airflow.plugin import PREFIX, app
+
+    routes = [(method, PREFIX + r.path) for r in app.routes if isinstance(r, Route) for method in r.methods or ()]
+    return sorted((method, path) for method, path in routes if method != "HEAD")
+
+
+def _url(path: str, pipeline: str) -> str:
+    params = {name: value for name, value in SAMPLE_PARAMS.items() if f"{{{name}" in path}
+    filled = path.replace("{path:path}", "{path}").format(pipeline=pipeline, **params)
+    assert "{" not in filled, f"{path}: give its path parameter a value in SAMPLE_PARAMS"
+    return filled
 
 
 def _pipelines(directory: Path, names: list[str]) -> Path:
@@ -50,22 +70,53 @@ def test_routes_need_a_login_and_read_access_to_the_pipeline_dags(
         env={"AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT": json.dumps({"conn_type": "streamjoin_kafka"})},  # no lag
     )  # fmt: skip
 
-    for route in ROUTES:
-        status, body = server.get(route.format(name=public))
-        assert status == 401, (route, status, body)
+    docs = PROJECT_HOME / "var" / "data_docs"
+    for name in (secret, public):  # a Data Docs page of each: the sample file of the data-docs route
+        (docs / name).mkdir(parents=True, exist_ok=True)
+        (docs / name / "index.html").write_text(f"<html>docs of {name}</html>")
+    request.addfinalizer(lambda: [shutil.rmtree(docs / n, True) for n in (secret, public)])
+
+    routes = plugin_routes()
+    assert len(routes) >= 8, routes  # the eight routes of the plugin when this test was written, at least
+    for method, path in routes:
+        status, body = server.request(method, _url(path, public), form={} if method == "POST" else None)
+        assert status == 401, ("anonymous", method, path, status, body[:300])
     assert server.get("/api/v2/dags")[0] == 401  # as Airflow's own API answers
+
+    for method, path in routes:
+        status, body = server.request(method, _url(path, secret), "viewer", form={} if method == "POST" else None)
+        if "{pipeline}" in path:
+            assert status == 403 and "no read access" in body, ("viewer", method, path, status, body[:300])
+        else:
+            assert status == 200 and secret not in body, ("viewer", method, path, status, body[:300])
+    for method, path in routes:
+        if method == "GET":  # (the POST route triggers a DAG run: its 200 is the status page test's)
+            status, body = server.request(method, _url(path, public), "admin")
+            assert status == 200, ("admin", method, path, status, body[:300])
 
     status, body = server.get("/streamjoin/api/jobs", "admin")
     assert status == 200 and {row["pipeline"] for row in json.loads(body)} == {secret, public}
     assert server.get(f"/streamjoin/api/jobs/{secret}", "admin")[0] == 200
-
     status, body = server.get("/streamjoin/api/jobs", "viewer")
     assert status == 200 and [row["pipeline"] for row in json.loads(body)] == [public]
     status, body = server.get("/streamjoin/jobs", "viewer")
     assert status == 200 and public in body and secret not in body
-    status, body = server.get(f"/streamjoin/api/jobs/{secret}", "viewer")
-    assert status == 403 and secret in body and "no read access" in body
     assert server.get(f"/streamjoin/api/jobs/{public}", "viewer")[0] == 200
+    status, body = server.get(f"/streamjoin/data-docs/{public}/index.html", "viewer")
+    assert status == 200 and body == f"<html>docs of {public}</html>"
+
+    # Data Docs: nothing outside the pipeline's own directory, however the path is spelled; through a
+    # readable pipeline's route, the viewer must not reach another pipeline's docs or the project's files
+    escapes = [
+        f"../{secret}/index.html", f"..%2F{secret}%2Findex.html", f"%2E%2E/{secret}/index.html",
+        "../../../pyproject.toml", "..%2F..%2F..%2Fpyproject.toml", "%2Fetc%2Fpasswd", "/etc/passwd",
+        f"sub/../../{secret}/index.html", ".%2E/.%2E/.%2E/pyproject.toml",
+    ]  # fmt: skip
+    for escape in escapes:
+        for user in ("viewer", "admin"):
+            status, body = server.get(f"/streamjoin/data-docs/{public}/{escape}", user)
+            assert status in (400, 403, 404), (user, escape, status, body[:300])
+            assert f"docs of {secret}" not in body and "[project]" not in body and "root:" not in body, escape
 
     # Prometheus text: the pipelines the user may read
     status, body = server.get("/streamjoin/metrics", "admin")

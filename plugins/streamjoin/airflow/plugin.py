@@ -169,8 +169,15 @@ def readable_by(user: Any) -> Callable[[str], bool]:
     return allowed
 
 
-#: every route: a logged-in user (401 otherwise) who may read DAGs at all (403 otherwise)
-app = FastAPI(title="streamjoin stream jobs", dependencies=[Depends(requires_access_dag("GET"))])
+#: every route: a logged-in user (401 otherwise) who may read DAGs at all (403 otherwise); no /docs, /redoc or
+#: /openapi.json, which FastAPI would add outside the app's dependencies (open to anyone)
+app = FastAPI(
+    title="streamjoin stream jobs",
+    dependencies=[Depends(requires_access_dag("GET"))],
+    docs_url=None,
+    redoc_url=None,
+    openapi_url=None,
+)
 #: a pipeline name as specs allow it (``[a-z][a-z0-9_]*``), bounded: anything else is refused before any lookup
 PIPELINE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,99}$")
 
