@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,13 +16,14 @@ import pytest
 import yaml
 from backfill_data import DAY, day_events, write_seed_spec
 
+from exactly_once import assert_each_once, bag, bag_difference, file_coordinates, input_coordinates
 from job_crash import Crash, crashing_job
 from streamjoin.core.backfill import plan_day
 from streamjoin.core.errors import CorruptCheckpointError
 from streamjoin.core.spec import PipelineSpec, load_spec
 from streamjoin.localdev.hdfs import MiniHdfs
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+pytestmark = [pytest.mark.spark]
 COLUMNS = ["key", "value", "ts", "matched", "src_topic", "src_partition", "src_offset"]
 
 
@@ -50,12 +52,11 @@ def _hdfs_spec(home: Path, hdfs: str) -> PipelineSpec:
     return load_spec(path)
 
 
-def _rows(spark: Any, path: str) -> set[tuple]:
-    rows = spark.read.parquet(path).select(*COLUMNS).collect()
-    assert len(rows) == len(set(map(tuple, rows))), f"duplicate rows in {path}"
-    return {tuple(r) for r in rows}
+def _rows(spark: Any, path: str) -> Counter[tuple]:
+    return bag(spark.read.parquet(path).select(*COLUMNS).collect())
 
 
+@pytest.mark.kafka
 def test_checkpoint_state_and_files_on_hdfs_survive_a_crash_and_reprocess_equals_the_stream(
     spark: Any, kafka_broker: Any, tmp_path: Path, hdfs: str
 ) -> None:
@@ -89,24 +90,27 @@ def test_checkpoint_state_and_files_on_hdfs_survive_a_crash_and_reprocess_equals
     assert len(versions) == 3 and all(storage.exists(f"{checkpoint}/state/{v}/_COMMITTED") for v in versions)
 
     # the stream's files on HDFS: every click once (batch 2 rewritten, not added twice) ...
-    stream = spark.read.parquet(f"{spec.output.files.path}/stream")
     clicks = sum(1 for r in phase1 + phase2 if r[0] == spec.left.topic)
-    assert stream.count() == clicks
-    day_rows: set[tuple] = set()
+    inputs = input_coordinates(bootstrap, spec.left.topic, clicks)
+    assert_each_once(file_coordinates(spark, f"{spec.output.files.path}/stream"), inputs, "the stream's files on HDFS")
+    day_rows: Counter[tuple] = Counter()
     for batch in storage.children(f"{spec.output.files.path}/stream"):
         part = f"{spec.output.files.path}/stream/{batch}/date={DAY.isoformat()}"
         if storage.exists(part):
-            day_rows |= _rows(spark, part)
-    assert len(day_rows) > 300
+            day_rows += _rows(spark, part)
+    assert day_rows.total() > 300
 
     # ... and the reprocessed day published on HDFS equals them, in place on a re-run
     plan = plan_day(spec, DAY)
     first = reprocess_day(spark, spec, plan, bootstrap, home=tmp_path)
-    assert first.paths["enriched"].startswith(hdfs) and _rows(spark, first.paths["enriched"]) == day_rows
+    assert first.paths["enriched"].startswith(hdfs)
+    reprocessed = _rows(spark, first.paths["enriched"])
+    assert reprocessed == day_rows, bag_difference(reprocessed, day_rows, ("the reprocessed day", "the stream"))
     second = reprocess_day(spark, spec, plan, bootstrap, home=tmp_path)
     daily = f"{spec.output.files.path}/daily"
     assert storage.children(daily) == [f"date={DAY.isoformat()}"]  # no staged or old copies
-    assert _rows(spark, second.paths["enriched"]) == day_rows
+    again = _rows(spark, second.paths["enriched"])
+    assert again == day_rows, bag_difference(again, day_rows, ("the day reprocessed again", "the stream"))
     assert not [n for n in storage.children(checkpoint) if n.startswith(".reprocess-")]  # its state is gone
 
     # a state file damaged on HDFS (same size, other bytes) stops the next start, naming the file

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 import yaml
 from backfill_data import DAY
 
+from exactly_once import bag, bag_difference
 from streamjoin.core.backfill import DAY_MS, day_start_ms, plan_day
 from streamjoin.core.spec import PipelineSpec, load_spec
 
@@ -69,11 +71,11 @@ def _events(spec: PipelineSpec, seed: int = 3) -> tuple[list[tuple], list[tuple]
     return phase1, phase2
 
 
-def _rows(spark: Any, paths: list[Path]) -> set[tuple]:
-    rows: set[tuple] = set()
+def _rows(spark: Any, paths: list[Path]) -> Counter[tuple]:
+    rows: Counter[tuple] = Counter()
     for path in paths:
         frame = spark.read.parquet(str(path))
-        rows |= {tuple(r) for r in frame.select(*sorted(frame.columns)).collect()}
+        rows += bag(frame.select(*sorted(frame.columns)).collect())
     return rows
 
 
@@ -97,9 +99,7 @@ def test_batch_output_equals_the_streams_for_the_day(spark: Any, kafka_broker: A
         stream = _rows(spark, sorted((tmp_path / "out" / "stream").glob(f"batch_id=*/date={DAY}")))
         result = reprocess_day(spark, spec, plan_day(spec, DAY), bootstrap, home=tmp_path)
         batch = _rows(spark, [Path(result.paths["enriched"])])
-        assert len(stream) > 100
-        assert batch == stream, (
-            f"only in batch: {sorted(batch - stream)[:5]}; only in stream: {sorted(stream - batch)[:5]}"
-        )
+        assert stream.total() > 100
+        assert batch == stream, bag_difference(batch, stream, ("batch", "stream"))
     finally:
         delete_topics({"bootstrap.servers": bootstrap}, [t.name for t in topics.topics], timeout=15)

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from backfill_data import DAY, day_events, write_seed_spec
 
+from exactly_once import bag, bag_difference
 from streamjoin.core.backfill import partition_path, plan_day
 from streamjoin.core.plans import PROJECT_HOME, connector_jars
 from streamjoin.core.spec import PipelineSpec, load_spec
@@ -36,8 +38,8 @@ def _run_stream(spark: Any, spec: PipelineSpec, bootstrap: str, home: Path) -> N
     assert run_stream(spark, spec, settings) >= 1
 
 
-def _rows(spark: Any, path: str | Path) -> set[tuple]:
-    return {tuple(r) for r in spark.read.parquet(str(path)).select(*COLUMNS).collect()}
+def _rows(spark: Any, path: str | Path) -> Counter[tuple]:
+    return bag(spark.read.parquet(str(path)).select(*COLUMNS).collect())
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +61,9 @@ def seeded(spark: Any, kafka_broker: Any, tmp_path_factory: pytest.TempPathFacto
     _run_stream(spark, spec, bootstrap, home)
     assert spec.output.files is not None
     stream_dir = Path(spec.output.files.path) / "stream"
-    stream_rows: set[tuple] = set()
+    stream_rows: Counter[tuple] = Counter()
     for part in sorted(stream_dir.glob(f"batch_id=*/date={DAY.isoformat()}")):
-        stream_rows |= _rows(spark, part)
+        stream_rows += _rows(spark, part)
     yield {"spec": spec, "home": home, "bootstrap": bootstrap, "stream_rows": stream_rows, "late": len(phase2)}
     from streamjoin.kafka.admin import delete_topics
     from streamjoin.kafka.topics import plan_topics
@@ -76,14 +78,12 @@ def test_batch_output_equals_the_streams_output_for_the_day(spark: Any, seeded: 
     result = reprocess_day(spark, spec, plan_day(spec, DAY), seeded["bootstrap"], home=seeded["home"])
     batch_rows = _rows(spark, result.paths["enriched"])
     stream_rows = seeded["stream_rows"]
-    assert len(stream_rows) > 300
+    assert stream_rows.total() > 300
     day_end = plan_day(spec, DAY).end_ms
-    late = [r for r in batch_rows if r[2] > day_end - 120_000]  # only the late clicks of phase 2 are this late
+    late = [r for r in batch_rows.elements() if r[2] > day_end - 120_000]  # only phase 2's late clicks are this late
     assert len(late) == 3, late
-    assert batch_rows == stream_rows, (
-        f"only in batch: {sorted(batch_rows - stream_rows)[:5]}, only in stream: {sorted(stream_rows - batch_rows)[:5]}"
-    )
-    assert result.results == len(stream_rows)
+    assert batch_rows == stream_rows, bag_difference(batch_rows, stream_rows, ("batch", "stream"))
+    assert result.results == stream_rows.total()
     assert Path(result.paths["aggregate"]).is_dir()
 
 
@@ -100,7 +100,8 @@ def test_a_day_in_small_batches_equals_the_day_in_one(spark: Any, seeded: dict[s
     small = spec.model_copy(update={"trigger": spec.trigger.model_copy(update={"max_offsets_per_trigger": 100})})
     result = reprocess_day(spark, small, plan_day(small, DAY), seeded["bootstrap"], home=seeded["home"])
     assert result.input_rows > 3 * 100  # at least four batches
-    assert _rows(spark, result.paths["enriched"]) == seeded["stream_rows"]
+    in_batches = _rows(spark, result.paths["enriched"])
+    assert in_batches == seeded["stream_rows"], bag_difference(in_batches, seeded["stream_rows"], ("batches", "stream"))
     assert aggregates(result.paths["aggregate"]) == one_batch and len(one_batch) == result.aggregates
 
 
@@ -111,16 +112,17 @@ def test_rerun_leaves_exactly_one_copy_and_dry_run_writes_nothing(spark: Any, se
     plan = plan_day(spec, DAY)
     first = reprocess_day(spark, spec, plan, seeded["bootstrap"], home=seeded["home"])
     target = Path(first.paths["enriched"])
-    before = {p.name for p in target.iterdir()}
     second = reprocess_day(spark, spec, plan, seeded["bootstrap"], home=seeded["home"])
     assert second.paths == first.paths
     assert [p.name for p in target.parent.iterdir()] == [target.name]  # no staged or old copies
-    rows = spark.read.parquet(str(target)).select(*COLUMNS).collect()
-    assert len(rows) == len(set(map(tuple, rows))) == len(seeded["stream_rows"])
+    rows = _rows(spark, target)
+    assert rows == seeded["stream_rows"], bag_difference(rows, seeded["stream_rows"], ("after a rerun", "stream"))
+    files = {p.relative_to(target): p.stat().st_mtime_ns for p in target.rglob("*")}
     stamp = target.stat().st_mtime_ns
     dry = reprocess_day(spark, spec, plan, seeded["bootstrap"], home=seeded["home"], dry_run=True)
     assert dry.results == second.results and dry.paths == {}
-    assert target.stat().st_mtime_ns == stamp and {p.name for p in target.iterdir()} != set() and before
+    assert target.stat().st_mtime_ns == stamp and [p.name for p in target.parent.iterdir()] == [target.name]
+    assert {p.relative_to(target): p.stat().st_mtime_ns for p in target.rglob("*")} == files and files
 
 
 def test_killed_run_leaves_the_previous_partition_intact(spark: Any, seeded: dict[str, Any]) -> None:
@@ -140,23 +142,22 @@ def test_killed_run_leaves_the_previous_partition_intact(spark: Any, seeded: dic
         "--day", DAY.isoformat(), "--home", str(seeded["home"]),
     ]  # fmt: skip
     env = {**os.environ, PAUSE_ENV: "120", "PYSPARK_PYTHON": sys.executable}
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True)  # fmt: skip
-    staged = False
-    deadline = time.monotonic() + 150
+    log = seeded["home"] / "killed-reprocess.log"
+    with log.open("wb") as out:  # a file, polled: a line read from a pipe would wait as long as the run is silent
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    deadline = time.monotonic() + 300  # a spark-submit start and a day's read: ~40 s alone, minutes under load
     try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if "streamjoin reprocess staged" in line:
-                staged = True
-                break
-            assert time.monotonic() < deadline, "the reprocessing run did not reach the swap in 150s"
+        while "streamjoin reprocess staged" not in (output := log.read_text(errors="replace")):
+            assert proc.poll() is None, f"the run ended ({proc.returncode}) before it staged:\n{output[-3000:]}"
+            assert time.monotonic() < deadline, f"the run did not stage the new partition in 300 s:\n{output[-3000:]}"
+            time.sleep(0.5)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
-    assert staged, "the run ended before it staged the new partition"
     assert list(target.parent.glob(f".{target.name}.new-*")), "the killed run left no staged directory"
-    assert _rows(spark, target) == previous  # a reader still sees the whole previous day
+    still = _rows(spark, target)
+    assert still == previous, bag_difference(still, previous, ("after the kill", "before"))  # the whole previous day
     result = reprocess_day(spark, spec, plan_day(spec, DAY), seeded["bootstrap"], home=seeded["home"])
     assert [p.name for p in target.parent.iterdir()] == [target.name]  # leftovers cleaned up
-    assert _rows(spark, result.paths["enriched"]) == previous
+    again = _rows(spark, result.paths["enriched"])
+    assert again == previous, bag_difference(again, previous, ("rerun", "before"))

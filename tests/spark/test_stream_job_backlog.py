@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from exactly_once import assert_each_once, file_coordinates, input_coordinates
 from job_crash import Crash, crashing_job
 from streamjoin.core.codec import decode, encode
 from streamjoin.core.job_files import PipelineFiles
@@ -108,7 +109,9 @@ def test_an_old_table_backlog_in_small_batches_gives_the_exact_totals_across_a_c
     assert stream_watermark(spec, kafka_bootstrap, files.checkpoint) == (reported, "checkpoint offsets")
 
     # every click enriched exactly once in the files: batch 2 was rewritten, not added twice
-    enriched = spark.read.parquet(str(tmp_path / "enriched_clicks" / "stream"))
-    assert enriched.count() == CLICKS
+    enriched_path = str(tmp_path / "enriched_clicks" / "stream")
+    clicks = input_coordinates(kafka_bootstrap, spec.inputs["clicks"].topic, CLICKS)
+    assert_each_once(file_coordinates(spark, enriched_path), clicks, "the enriched files")
+    enriched = spark.read.parquet(enriched_path)
     per_region = enriched.select("value.region", "value.clicks").groupBy("region").sum("clicks").collect()
     assert dict(per_region) == expected

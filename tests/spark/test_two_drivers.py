@@ -14,6 +14,7 @@ import pytest
 import yaml
 from test_stream_job_backlog import CLICKS, USERS, backlog, produce, seed_spec
 
+from exactly_once import assert_each_once, file_coordinates, input_coordinates
 from streamjoin.core.job_files import LEASE_FILE, PipelineFiles
 from streamjoin.core.plans import PROJECT_HOME, connector_jars
 from streamjoin.core.topic_plan import plan_topics
@@ -39,10 +40,12 @@ def test_a_second_driver_on_the_same_checkpoint_refuses_to_start(
         "--checkpoint", str(checkpoint), "--home", str(tmp_path),
     ]  # fmt: skip
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    drivers = [
-        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        for _ in range(2)
-    ]
+    # each driver's output to a file: an unread pipe fills up and blocks the driver that writes to it
+    logs = [tmp_path / f"driver-{n}.log" for n in range(2)]
+    drivers = []
+    for log in logs:
+        with log.open("wb") as out:
+            drivers.append(subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env))
     try:
         refused = None
         deadline = time.monotonic() + 240
@@ -50,25 +53,27 @@ def test_a_second_driver_on_the_same_checkpoint_refuses_to_start(
             refused = next((d for d in drivers if d.poll() is not None), None)
             time.sleep(1)
         assert refused is not None, "neither driver refused within 240 s"
-        assert refused.stdout is not None
-        refusal = refused.stdout.read()
+        refusal = logs[drivers.index(refused)].read_text(errors="replace")
         assert refused.returncode != 0 and "the checkpoint is held by" in refusal, refusal[-3000:]
         (running,) = [d for d in drivers if d is not refused]
+        running_log = logs[drivers.index(running)]
         files = PipelineFiles(checkpoint)
         deadline = time.monotonic() + 300
         while _behind(files):
-            assert running.poll() is None, "the driver that holds the lease died"
-            assert time.monotonic() < deadline, f"the running driver did not catch up: {files.status()}"
+            tail = running_log.read_text(errors="replace")[-3000:]
+            assert running.poll() is None, f"the driver that holds the lease died:\n{tail}"
+            assert time.monotonic() < deadline, f"the running driver did not catch up in 300 s: {files.status()}"
             time.sleep(1)
         files.request_stop()
-        assert running.wait(timeout=120) == 0
+        assert running.wait(timeout=120) == 0, running_log.read_text(errors="replace")[-3000:]
     finally:
         for driver in drivers:
             if driver.poll() is None:
                 driver.kill()
     assert not (checkpoint / LEASE_FILE).exists()  # released on a clean stop
-    enriched = spark.read.parquet(str(tmp_path / "enriched_clicks" / "stream"))
-    assert enriched.count() == CLICKS
+    clicks = input_coordinates(kafka_bootstrap, spec.inputs["clicks"].topic, CLICKS)
+    outputs = file_coordinates(spark, str(tmp_path / "enriched_clicks" / "stream"))
+    assert_each_once(outputs, clicks, "the enriched files of the driver that ran")
 
 
 def _behind(files: PipelineFiles) -> bool:
