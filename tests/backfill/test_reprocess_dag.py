@@ -19,7 +19,7 @@ from streamjoin.core.backfill import day_start_ms, partition_path
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.spec import Format, load_spec
 
-pytestmark = [pytest.mark.airflow, pytest.mark.kafka, pytest.mark.spark]
+pytestmark = [pytest.mark.airflow, pytest.mark.kafka, pytest.mark.spark, pytest.mark.e2e]
 FIRST = datetime.now(UTC).date() - timedelta(days=4)  # recent: within the broker's retention
 
 RUN = """

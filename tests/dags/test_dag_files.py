@@ -126,6 +126,7 @@ def _assert_lineage(lineage_file: Path, spec: Any, bootstrap: str, day: str) -> 
 @pytest.mark.airflow
 @pytest.mark.kafka
 @pytest.mark.spark
+@pytest.mark.e2e
 @pytest.mark.parametrize("pipeline", list(REFERENCE_FUNCTIONS))
 def test_demo_dag_writes_what_the_semantics_imply_and_its_day_passes_its_quality_check(
     pipeline: str, kafka_bootstrap: str, tmp_path: Path

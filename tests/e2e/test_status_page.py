@@ -31,7 +31,7 @@ from streamjoin.core.spec import load_spec
 from streamjoin.core.supervision import Policy
 from streamjoin.quality.results import CheckResult, ExpectationOutcome, write_check_result
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.airflow]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.airflow, pytest.mark.e2e]
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's, installed by `make browser`
 # as root, in a closed network: no sandbox, no background connections (see scripts/install-browser.sh)
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",

@@ -23,7 +23,7 @@ from quality_sinks import SmtpSink, http_sink, smtp_sink, wait_for
 
 from streamjoin.quality.results import data_docs_file, is_quarantined, read_check_result, read_quarantine
 
-pytestmark = [pytest.mark.spark, pytest.mark.airflow]
+pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.e2e]
 
 BASE_URL = "http://airflow.test:8080"
 CASE_DAG = Path(__file__).with_name("quality_case_dag.py")

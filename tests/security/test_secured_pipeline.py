@@ -64,6 +64,7 @@ def _suite(path: Path, pipeline: str) -> Path:
     return path
 
 
+@pytest.mark.e2e
 def test_seed_pipeline_on_sasl_ssl_leaves_no_secret_anywhere(
     secure_broker: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_server: Any,
     caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
