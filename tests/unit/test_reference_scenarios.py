@@ -67,4 +67,3 @@ def test_scenario_tells_every_step(scenario: Scenario) -> None:
     assert len(scenario.stories) == len(scenario.inputs)
     assert all(len(story) > 10 for story in scenario.stories), scenario.name
     assert scenario.description, f"{scenario.name}: give the scenario a description"
-
