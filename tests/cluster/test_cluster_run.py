@@ -13,6 +13,7 @@ import re
 import shutil
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ import yaml
 from streamjoin.core.plans import PROJECT_HOME, checkpoint_dir
 from streamjoin.localdev.spark_cluster import SparkStandaloneCluster, free_port
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.airflow]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.airflow, pytest.mark.e2e]
 
 SEED_SPEC = PROJECT_HOME / "include" / "pipelines" / "clicks_per_region.yaml"
 TIMINGS_FILE = PROJECT_HOME / "var" / "cluster-timings.jsonl"
@@ -118,7 +119,8 @@ def _file_rows(path: Path) -> list[str]:
 
 
 def _outputs(spec_path: Path, bootstrap: str) -> dict[str, Any]:
-    """Everything the job wrote: topic contents as sets, file rows as sorted lists, the final table."""
+    """Everything the job wrote: topic contents as bags (a duplicate counts), file rows as sorted lists, the final
+    table."""
     from streamjoin.core.codec import decode
     from streamjoin.core.spec import Format, load_spec
     from streamjoin.kafka.clients import consume_all
@@ -131,11 +133,11 @@ def _outputs(spec_path: Path, bootstrap: str) -> dict[str, Any]:
     for label, topic in topics.items():
         assert topic is not None
         records = consume_all(bootstrap, topic, timeout=30)
-        found[label] = {
+        found[label] = Counter(
             (r.key, r.value, tuple(sorted((k, _same_names(v.decode())) for k, v in dict(r.headers).items()
                                           if r.key is not None or k not in _RANDOM_PLACEMENT)))
             for r in records
-        }  # fmt: skip
+        )  # fmt: skip
         if label == "aggregate":
             for r in records:
                 assert r.key is not None
