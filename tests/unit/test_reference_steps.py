@@ -177,6 +177,16 @@ def test_grace_buffers_and_releases_in_ts_order() -> None:
     assert [entry[2].value for entry in state.buffer] == ["tick"]
 
 
+def test_grace_releases_records_of_one_ts_in_serialized_key_order_then_arrival() -> None:
+    """As Kafka's grace buffer (ts, key bytes, sequence number): found by the Kafka Streams oracle."""
+    state = stream_table.StreamTableState(Kind.LEFT, stream_table.TableState(history_retention=100), grace=5)
+    for key, value in ((-1, "neg"), (2, "two.1"), (1, "one"), (2, "two.2")):
+        assert stream_table.step_stream(state, rec(key, value, 10), 10).results == []
+    released = stream_table.step_stream(state, rec(0, "tick", 15), 15).results
+    # long keys as 8 bytes big-endian: non-negative ascending, then negative; one key's records by arrival
+    assert [r.left for r in released] == ["one", "two.1", "two.2", "neg"]
+
+
 def test_global_lookup_with_a_null_key_finds_nothing() -> None:
     table = stream_table.TableState()
     table.apply("u", "r", 0)
