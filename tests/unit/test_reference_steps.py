@@ -110,6 +110,15 @@ def test_flush_order_is_ts_then_right_before_left_then_key() -> None:
     ]
 
 
+def test_flush_orders_long_keys_as_serialized_negative_last() -> None:
+    """Kafka's outer-join store orders keys by their bytes (found by the Kafka Streams oracle)."""
+    join = StreamStreamDriver(Kind.LEFT, grace=0)
+    for key in (-(2**40), 2**40, -1, 0, 7):
+        join(L, key, f"l{key}", 5)
+    flushed = join(L, 99, "tick", 100)
+    assert [r.key for r in flushed] == [0, 7, 2**40, -(2**40), -1]
+
+
 def test_right_window_close_uses_before() -> None:
     state = stream_stream.StreamStreamState(before=3, after=10, grace=1, kind=Kind.OUTER)
     assert state.close(Side.LEFT, 100) == 111
