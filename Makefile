@@ -18,7 +18,11 @@ $(UV):
 	bash scripts/fetch-jars.sh
 	touch $@
 
-setup: .venv/.synced .local/jars/.fetched  ## Python deps from the lock file, Java artifacts from Maven Central
+# the tests' Kafka Streams oracle (tests/kafka_streams_oracle.py); the script also skips an up-to-date build
+.local/ks-oracle/.built: java/ks-oracle/pom.xml $(shell find java/ks-oracle/src -name '*.java') scripts/build-ks-oracle.sh
+	bash scripts/build-ks-oracle.sh
+
+setup: .venv/.synced .local/jars/.fetched .local/ks-oracle/.built  ## Python deps from the lock file, Java artifacts from Maven Central
 
 browser:  ## Debian's Chromium for the status page's browser test (skipped when present)
 	bash scripts/install-browser.sh

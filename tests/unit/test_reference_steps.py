@@ -110,6 +110,15 @@ def test_flush_order_is_ts_then_right_before_left_then_key() -> None:
     ]
 
 
+def test_flush_orders_long_keys_as_serialized_negative_last() -> None:
+    """Kafka's outer-join store orders keys by their bytes (found by the Kafka Streams oracle)."""
+    join = StreamStreamDriver(Kind.LEFT, grace=0)
+    for key in (-(2**40), 2**40, -1, 0, 7):
+        join(L, key, f"l{key}", 5)
+    flushed = join(L, 99, "tick", 100)
+    assert [r.key for r in flushed] == [0, 7, 2**40, -(2**40), -1]
+
+
 def test_right_window_close_uses_before() -> None:
     state = stream_stream.StreamStreamState(before=3, after=10, grace=1, kind=Kind.OUTER)
     assert state.close(Side.LEFT, 100) == 111
@@ -175,6 +184,16 @@ def test_grace_buffers_and_releases_in_ts_order() -> None:
     too_late = stream_table.step_stream(state, rec("u", "s3", 3), 15).results  # 3 < 15 - 5: joined at once
     assert too_late == [Result("u", "s3", "r0", 3)]
     assert [entry[2].value for entry in state.buffer] == ["tick"]
+
+
+def test_grace_releases_records_of_one_ts_in_serialized_key_order_then_arrival() -> None:
+    """As Kafka's grace buffer (ts, key bytes, sequence number): found by the Kafka Streams oracle."""
+    state = stream_table.StreamTableState(Kind.LEFT, stream_table.TableState(history_retention=100), grace=5)
+    for key, value in ((-1, "neg"), (2, "two.1"), (1, "one"), (2, "two.2")):
+        assert stream_table.step_stream(state, rec(key, value, 10), 10).results == []
+    released = stream_table.step_stream(state, rec(0, "tick", 15), 15).results
+    # long keys as 8 bytes big-endian: non-negative ascending, then negative; one key's records by arrival
+    assert [r.left for r in released] == ["one", "two.1", "two.2", "neg"]
 
 
 def test_global_lookup_with_a_null_key_finds_nothing() -> None:

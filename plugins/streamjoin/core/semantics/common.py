@@ -54,3 +54,12 @@ def key_order(value: Any) -> tuple[int, Any]:
     if isinstance(value, str):
         return (2, value)
     return (3, json.dumps(value, sort_keys=True, separators=(",", ":"), default=str))
+
+
+def serialized_key_order(key: Any) -> tuple[int, Any]:
+    """Kafka's order of serialized keys (where a store orders records by their key bytes): a long key as 8
+    bytes big-endian two's complement, so non-negative longs ascending, then negative ones; other keys as
+    :func:`key_order` (text: code points, as its UTF-8 bytes)."""
+    if isinstance(key, int) and not isinstance(key, bool):
+        return (1, key % 2**64)
+    return key_order(key)

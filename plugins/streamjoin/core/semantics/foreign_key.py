@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamjoin.core.records import Record
-from streamjoin.core.semantics.common import Result, Step, hashable, key_order
+from streamjoin.core.semantics.common import Result, Step, hashable, serialized_key_order
 from streamjoin.core.semantics.table_table import SideTable
 from streamjoin.core.spec import Kind
 
@@ -79,15 +79,6 @@ class ForeignKeyState:
 def _ts(ts: int, right: tuple[Any, int] | None) -> int:
     """A left-triggered result's ts: the left record's, or the right row's it looked up if later."""
     return ts if right is None else max(ts, right[1])
-
-
-def _serialized_order(key: Any) -> tuple[int, Any]:
-    """Kafka's order of the left keys subscribed to an fk (its serialized bytes): a long key as 8 bytes
-    big-endian two's complement, so non-negative longs ascending, then negative ones; other keys as
-    :func:`key_order` (text: code points, as its UTF-8 bytes)."""
-    if isinstance(key, int) and not isinstance(key, bool):
-        return (1, key % 2**64)
-    return key_order(key)
 
 
 def step_left(state: ForeignKeyState, record: Record, stream_time: int, fk: Any) -> Step:
@@ -135,7 +126,7 @@ def step_right(state: ForeignKeyState, record: Record, stream_time: int) -> Step
         state.right[hfk] = (record.value, record.ts)
     results: list[Result] = []
     keys = state.pointing.get(hfk, {})
-    for hkey in sorted(keys, key=lambda h: _serialized_order(keys[h])):
+    for hkey in sorted(keys, key=lambda h: serialized_key_order(keys[h])):
         row = state.left[hkey]
         if record.value is None and state.kind is Kind.INNER:
             results.append(Result(row.key, None, None, record.ts, tombstone=True))

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamjoin.core.records import Record
-from streamjoin.core.semantics.common import Result, Side, Step, hashable, key_order
+from streamjoin.core.semantics.common import Result, Side, Step, hashable, serialized_key_order
 from streamjoin.core.spec import Kind
 
 
@@ -107,9 +107,10 @@ def non_joined(side: Side, key: Any, value: Any, ts: int) -> Result:
 
 def flush_closed(state: StreamStreamState, stream_time: int) -> list[Result]:
     """Emit (and forget as pending) every pending record whose window closed before ``stream_time``, in
-    Kafka's outer-join store order: ts, then the right side before the left, then key."""
+    Kafka's outer-join store order: ts, then the right side before the left, then the serialized key (long
+    keys: non-negative ascending, then negative)."""
     due = [row for row in state.pending.values() if state.close(row.side, row.ts) < stream_time]
-    due.sort(key=lambda row: (row.ts, 0 if row.side is Side.RIGHT else 1, key_order(row.key), row.seq))
+    due.sort(key=lambda row: (row.ts, 0 if row.side is Side.RIGHT else 1, serialized_key_order(row.key), row.seq))
     for row in due:
         row.pending = False
         del state.pending[row.seq]

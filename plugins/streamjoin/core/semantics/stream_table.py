@@ -27,7 +27,8 @@ Rules:
   its ts <= T. Versions whose successor's ts <= ``table_time - history_retention`` are forgotten.
 * Grace (versioned only): buffer time = max ts of stream records. A stream record with
   ``ts < buffer_time - grace`` is joined at once; otherwise it is buffered; then every buffered record
-  with ``ts <= buffer_time - grace`` is released in (ts, arrival) order and joined as of its ts.
+  with ``ts <= buffer_time - grace`` is released in (ts, key, arrival) order and joined as of its ts
+  (Kafka's grace buffer keys records by timestamp, serialized key and a sequence number).
 * Global table: a plain table applied when read, not time-synchronised; the lookup key is
   ``key_selector(key, value)`` or the stream key.
 * Null keys (KIP-962): a left join joins a stream record whose join key (the lookup key) is null with
@@ -40,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamjoin.core.records import Record
-from streamjoin.core.semantics.common import Result, Step, hashable
+from streamjoin.core.semantics.common import Result, Step, hashable, serialized_key_order
 from streamjoin.core.spec import Kind
 
 
@@ -154,7 +155,10 @@ def step_stream(state: StreamTableState, record: Record, stream_time: int) -> St
         return Step(join_one(state.kind, table, record, record.key, record.ts))
     state.arrivals += 1
     state.buffer.append((record.ts, state.arrivals, record))
-    due = sorted(entry for entry in state.buffer if entry[0] <= horizon)
+    due = sorted(
+        (entry for entry in state.buffer if entry[0] <= horizon),
+        key=lambda entry: (entry[0], serialized_key_order(entry[2].key), entry[1]),
+    )
     state.buffer = [entry for entry in state.buffer if entry[0] > horizon]
     results: list[Result] = []
     for ts, _, buffered in due:

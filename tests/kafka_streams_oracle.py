@@ -1,0 +1,344 @@
+"""Kafka Streams itself as the oracle of the reference engine: cases replayed through ``TopologyTestDriver``.
+
+``kafka_streams_replay(cases)`` runs every case in one JVM (``java/ks-oracle``, built by ``make setup``
+through ``scripts/build-ks-oracle.sh``; built here too when missing) and returns, per case, what Kafka
+Streams 4.1.1 emits, shaped as ``ReferenceEngine(spec, functions).replay(records)`` returns it: join results
+on ``spec.output.topic`` (or ``"<join>"``), aggregate updates on the aggregate topic, per input record the
+join results first, then the aggregate updates (the tests compare each topic's order, as Kafka consumers see
+it). A case is ``(spec, records, functions)``; the records are processed in the given order, one task
+(partition 0 only).
+
+Java cannot run the spec's projections, so they run here, with the callables ``ReferenceEngine`` resolves:
+
+* per input record, the derived keys: the foreign key (``table-table-fk`` left records) and the lookup key
+  (``stream-globaltable`` stream records) travel with the record;
+* the Kafka join emits the raw pair ``(left, right)``; the joiner and ``codec.output_value`` are applied here;
+* for an aggregate, every (key, left, right) a join result of the case can carry is mapped here to its
+  (group, amount) with the joiner, ``group_by`` and ``value``; Kafka's ``groupBy``/``reduce`` (or ``count``)
+  use that table, with the record cache off (one update per change).
+
+**Dead letters are streamjoin's own.** Kafka Streams drops such records (and counts most in its
+``dropped-records`` metric, not all: a null group is filtered before the aggregate's repartition topic
+without a count), so the outputs returned here never hold dead letters: compare them with the reference's
+outputs without its dead-letter topic (:func:`without_dead_letters`). :func:`kafka_streams_runs` also
+returns the metric's count per case. By default the records the reference dead-letters at the join's input
+(``null-key``, ``null-value``: found by replaying the case through a ``ReferenceEngine``) are not given to
+Kafka: Kafka drops them too, but only after advancing the join's clock, a difference listed in
+``docs/SEMANTICS.md`` ("Differences from Kafka Streams"); ``feed_dead_letters=True`` gives Kafka every record.
+
+A run of ~2,000 small cases costs ~17 s of CPU in the JVM (one ``TopologyTestDriver`` per case; RocksDB
+only for versioned tables and grace buffers, on ``/dev/shm`` when there is one), ~10 s on two idle cores.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from streamjoin.core.codec import output_value
+from streamjoin.core.plans import PROJECT_HOME
+from streamjoin.core.records import Emitted, Record
+from streamjoin.core.reference import ReferenceEngine
+from streamjoin.core.semantics.common import hashable
+from streamjoin.core.spec import Format, Kind, PipelineSpec, Shape
+
+Case = tuple[PipelineSpec, Sequence[Record], Mapping[str, Callable[..., Any]] | None]
+
+BUILD_SCRIPT = PROJECT_HOME / "scripts" / "build-ks-oracle.sh"
+CLASSES = PROJECT_HOME / ".local" / "ks-oracle" / "classes"
+JARS = PROJECT_HOME / ".local" / "jars" / "ks-oracle"
+MAIN_CLASS = "dev.streamjoin.oracle.KafkaStreamsOracle"
+#: dead-letter reasons of records the join never processes (vs. a join result's ``null-group``/``null-amount``)
+INPUT_DEAD_LETTERS = ("null-key", "null-value")
+#: the whole run (one JVM for every case): ~2,000 small cases take seconds; this bounds a wedged JVM
+RUN_TIMEOUT_S = 600
+
+
+class OracleError(RuntimeError):
+    """The Kafka Streams runner failed (build, JVM, or one case): says which case and why."""
+
+
+@dataclass(frozen=True)
+class OracleRun:
+    """One case's outcome: what Kafka Streams emitted (as :class:`Emitted`) and its dropped-records count,
+    or the exception Kafka Streams raised while processing the case (``error``; ``emitted`` then empty)."""
+
+    emitted: list[Emitted]
+    dropped: int
+    error: str | None = None
+
+
+def kafka_streams_replay(cases: Sequence[Case], *, feed_dead_letters: bool = False) -> list[list[Emitted]]:
+    """Per case, what Kafka Streams emits for ``(spec, records, functions)``; see the module docstring.
+
+    :param feed_dead_letters: also give Kafka the records the reference engine dead-letters at the join's
+        input (``null-key``, ``null-value``); by default they are left out (see the module docstring).
+    :raises OracleError: Kafka Streams raised on a case (the first such case, its index and the exception).
+    """
+    runs = kafka_streams_runs(cases, feed_dead_letters=feed_dead_letters)
+    for index, ((spec, _, _), run) in enumerate(zip(cases, runs, strict=True)):
+        if run.error is not None:
+            raise OracleError(f"Kafka Streams failed on case {index} ({spec.name}):\n{run.error}")
+    return [run.emitted for run in runs]
+
+
+def without_dead_letters(spec: PipelineSpec, emitted: Sequence[Emitted]) -> list[Emitted]:
+    """The reference engine's outputs that Kafka Streams also has: all but the dead-letter topic."""
+    return [row for row in emitted if row.topic != spec.dead_letter_topic]
+
+
+def kafka_streams_runs(cases: Sequence[Case], *, feed_dead_letters: bool = False) -> list[OracleRun]:
+    """As :func:`kafka_streams_replay`, with each case's ``dropped-records-total``, and an exception Kafka
+    Streams raised on a case returned as that case's ``error`` instead of raised."""
+    adapters = [_Adapter(spec, records, functions, feed_dead_letters) for spec, records, functions in cases]
+    results = _run_jvm([adapter.encode(index) for index, adapter in enumerate(adapters)])
+    runs = []
+    for adapter, result in zip(adapters, results, strict=True):
+        if "error" in result:
+            runs.append(OracleRun([], 0, str(result["error"])))
+        else:
+            runs.append(OracleRun(adapter.decode(result["rows"]), int(result["dropped"])))
+    return runs
+
+
+# --- the JVM ---------------------------------------------------------------------------------------------
+@functools.cache
+def _built() -> None:
+    """Builds the runner when it is missing or older than its sources (a no-op after ``make setup``)."""
+    done = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        raise OracleError(f"{BUILD_SCRIPT} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    java = Path(home, "bin", "java") if home else None
+    found = str(java) if java is not None and java.exists() else shutil.which("java")
+    if found is None:
+        raise OracleError("no java: install a JDK 17 or set JAVA_HOME")
+    return found
+
+
+def _run_jvm(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    _built()
+    with tempfile.TemporaryDirectory(prefix="ks-oracle-") as tmp:
+        cases_file, results_file = Path(tmp, "cases.json"), Path(tmp, "results.json")
+        cases_file.write_text(json.dumps({"cases": cases}))
+        command = [
+            _java(),
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",  # C1 only: C2 compiles cost more than they save on a run this short
+            "-Xss4m",
+            "-cp",
+            f"{CLASSES}{os.pathsep}{JARS}/*",
+            MAIN_CLASS,
+            str(cases_file),
+            str(results_file),
+        ]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise OracleError(
+                f"the Kafka Streams runner did not finish {len(cases)} cases in {RUN_TIMEOUT_S} s"
+            ) from None
+        if done.returncode != 0:
+            raise OracleError(f"the Kafka Streams runner exited {done.returncode}:\n{done.stderr[-4000:]}")
+        results: list[dict[str, Any]] = json.loads(results_file.read_text())["results"]
+    if len(results) != len(cases):
+        raise OracleError(f"the Kafka Streams runner answered {len(results)} of {len(cases)} cases")
+    return results
+
+
+# --- one case --------------------------------------------------------------------------------------------
+def _json_text(value: Any) -> str | None:
+    """A value as the runner carries it (opaque JSON text; equal values, equal text, as codec.encode writes)."""
+    return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class _Adapter:
+    """Encodes one case for the runner and decodes its rows back into the reference engine's outputs."""
+
+    def __init__(
+        self,
+        spec: PipelineSpec,
+        records: Sequence[Record],
+        functions: Mapping[str, Any] | None,
+        feed_dead_letters: bool,
+    ) -> None:
+        self.spec = spec
+        self.engine = ReferenceEngine(spec, functions)  # the spec's projections, resolved as the reference does
+        self.records = list(records) if feed_dead_letters else self._joined_records(records, functions)
+        self.shape, self.kind = spec.join.shape, spec.join.kind
+        self.left_format, self.right_format = spec.left.key.format, spec.right.key.format
+
+    def _joined_records(self, records: Sequence[Record], functions: Mapping[str, Any] | None) -> list[Record]:
+        """The records the reference engine's join processes: without those it dead-letters at its input."""
+        probe = ReferenceEngine(self.spec, functions)
+        kept = []
+        for record in records:
+            dropped = any(
+                row.topic == self.spec.dead_letter_topic
+                and dict(row.headers).get("reason") in INPUT_DEAD_LETTERS
+                and dict(row.headers).get("source_topic") == record.topic
+                for row in probe.process(record)
+            )
+            if not dropped:
+                kept.append(record)
+        return kept
+
+    # keys: long -> a JSON integer; string -> text; json -> its JSON text (a string key to the runner)
+    @staticmethod
+    def _key_out(key: Any, fmt: Format) -> Any:
+        if key is None:
+            return None
+        if fmt is Format.LONG:
+            return int(key)
+        return _json_text(key) if fmt is Format.JSON else str(key)
+
+    @staticmethod
+    def _key_in(key: Any, fmt: Format) -> Any:
+        return json.loads(key) if fmt is Format.JSON and key is not None else key
+
+    def _derived(self, record: Record) -> Any:
+        """The key the runner cannot compute: the FK of a left row, the lookup key of a global-table join."""
+        if record.value is None or record.topic != self.spec.left.topic:
+            return None
+        if self.shape is Shape.TABLE_TABLE_FK:
+            assert self.engine.foreign_key is not None
+            return self.engine.foreign_key(record.key, record.value)
+        if self.shape is Shape.STREAM_GLOBALTABLE:
+            selector = self.engine.key_selector
+            return record.key if selector is None else selector(record.key, record.value)
+        return None
+
+    def encode(self, index: int) -> dict[str, Any]:
+        spec, join = self.spec, self.spec.join
+        rows = []
+        derived: list[Any] = []
+        for position, record in enumerate(self.records):
+            if record.partition != 0:
+                raise ValueError(
+                    f"case {index} ({spec.name}), record {position}: partition {record.partition}: the Kafka Streams "
+                    "oracle replays one task (partition 0 only)"
+                )
+            if record.topic == spec.left.topic:
+                side, fmt = "L", self.left_format
+            elif record.topic == spec.right.topic:
+                side, fmt = "R", self.right_format
+            else:
+                raise ValueError(f"case {index} ({spec.name}), record {position}: topic {record.topic!r} is no input")
+            key_of = self._derived(record)
+            derived.append(key_of)
+            rows.append(
+                [
+                    side,
+                    self._key_out(record.key, fmt),
+                    _json_text(record.value),
+                    record.ts,
+                    self._key_out(key_of, self.right_format),
+                ]
+            )
+        window = join.window
+        return {
+            "shape": join.shape.value,
+            "kind": join.kind.value,
+            "left_key": "long" if self.left_format is Format.LONG else "string",
+            "right_key": "long" if self.right_format is Format.LONG else "string",
+            "before": window.before if window else 0,
+            "after": window.after if window else 0,
+            "grace": join.grace,
+            "left_history": spec.left.versioned.history_retention if spec.left.versioned else None,
+            "right_history": spec.right.versioned.history_retention if spec.right.versioned else None,
+            "aggregate": self._aggregate_table(derived) if spec.aggregate is not None else None,
+            "records": rows,
+        }
+
+    def _value(self, key: Any, left: Any, right: Any) -> Any:
+        value = self.engine.joiner(key, left, right)
+        return output_value(value, self.spec.output.value_format)
+
+    def _combinations(self, derived: list[Any]) -> list[tuple[Any, Any, Any]]:
+        """Every (key, left, right) a join result of this case can carry (over-approximated per key)."""
+        left_topic = self.spec.left.topic
+        lefts: dict[Any, tuple[Any, list[Any]]] = {}
+        rights: dict[Any, list[Any]] = {}
+        for record in self.records:
+            if record.value is None:
+                continue
+            bucket = lefts.setdefault(hashable(record.key), (record.key, [])) if record.topic == left_topic else None
+            if bucket is not None:
+                bucket[1].append(record.value)
+            else:
+                rights.setdefault(hashable(record.key), []).append(record.value)
+        keeps_right_only = self.kind is Kind.OUTER  # stream-stream and table-table outer: (null, r)
+        keeps_left_only = self.kind is not Kind.INNER
+        combos: list[tuple[Any, Any, Any]] = []
+        if self.shape in (Shape.STREAM_GLOBALTABLE, Shape.TABLE_TABLE_FK):
+            for record, key_of in zip(self.records, derived, strict=True):
+                if record.topic != left_topic or record.value is None:
+                    continue
+                found = [] if key_of is None else rights.get(hashable(key_of), [])
+                combos += [(record.key, record.value, right) for right in found]
+                if keeps_left_only:
+                    combos.append((record.key, record.value, None))
+            return combos
+        keys = {h: key for h, (key, _) in lefts.items()}
+        for record in self.records:
+            if record.topic != left_topic:
+                keys.setdefault(hashable(record.key), record.key)
+        for hkey, key in keys.items():
+            left_values = lefts.get(hkey, (key, []))[1]
+            right_values = rights.get(hkey, [])
+            combos += [(key, left, right) for left in left_values for right in right_values]
+            if keeps_left_only:
+                combos += [(key, left, None) for left in left_values]
+            if keeps_right_only:
+                combos += [(key, None, right) for right in right_values]
+        return combos
+
+    def _aggregate_table(self, derived: list[Any]) -> dict[str, Any]:
+        engine = self.engine
+        assert engine.group_by is not None
+        entries: dict[tuple[Any, ...], list[Any]] = {}
+        for key, left, right in self._combinations(derived):
+            row_key = (hashable(key), _json_text(left), _json_text(right))
+            if row_key in entries:
+                continue
+            value = self._value(key, left, right)
+            group = engine.group_by(key, value)
+            amount: Any = 1 if engine.counting else None
+            if group is not None and not engine.counting:
+                assert engine.value_of is not None
+                amount = engine.value_of(key, value)
+            entries[row_key] = [
+                self._key_out(key, self.left_format),
+                _json_text(left),
+                _json_text(right),
+                _json_text(group),
+                _json_text(amount),
+            ]
+        assert self.spec.aggregate is not None
+        return {"reduce": self.spec.aggregate.reduce.value, "entries": list(entries.values())}
+
+    def decode(self, rows: list[list[Any]]) -> list[Emitted]:
+        engine = self.engine
+        out: list[Emitted] = []
+        for _, topic, key, value, ts in rows:
+            if topic == "J":
+                key = self._key_in(key, self.left_format)
+                if value is not None:
+                    left, right = (None if text is None else json.loads(text) for text in value)
+                    value = self._value(key, left, right)
+                out.append(Emitted(engine.output_topic, key, value, ts))
+            else:
+                assert engine.aggregate_topic is not None
+                out.append(Emitted(engine.aggregate_topic, json.loads(key), json.loads(value), ts))
+        return out
