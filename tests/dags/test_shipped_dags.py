@@ -35,6 +35,7 @@ from backfill_data import write_seed_spec
 from quality_sinks import SmtpSink, http_sink, smtp_sink
 
 BASE_URL = "http://airflow.test:8080"
+LOGS = PROJECT_HOME / "var" / "test-logs"  # the runs' whole logs, kept after the test (pytest's tmp dirs rotate)
 DAY = datetime.now(UTC).date() - timedelta(days=3)  # recent: within the broker's retention
 USERS = [f"u{n:02d}" for n in range(12)]
 
@@ -74,6 +75,7 @@ def _steps(
         capture_output=True, text=True, timeout=timeout, env={**os.environ, **env}, cwd=PROJECT_HOME,
     )  # fmt: skip
     log = done.stdout + done.stderr
+    log_file.parent.mkdir(parents=True, exist_ok=True)
     log_file.write_text(log)  # the whole log of the runs, kept with the test's files
     found = [json.loads(line[5:]) for line in done.stdout.splitlines() if line.startswith("STEP ")]
     assert len(found) == len(steps), f"exit {done.returncode}, {len(found)} of {len(steps)} steps\n{log[-5000:]}"
@@ -165,8 +167,8 @@ def test_a_day_that_breaks_an_expectation_is_quarantined_alerted_and_published_o
             "AIRFLOW_CONN_FLOWS_SMTP": json.dumps(smtp.connection()),
             "AIRFLOW__API__BASE_URL": BASE_URL,
         }
-        (backfill, again, forced), log = _steps(steps, env, pipelines.parent / "dag-test.log")
-    context = f"\n{log[-6000:]}\n(whole log: {pipelines.parent / 'dag-test.log'})"
+        (backfill, again, forced), log = _steps(steps, env, LOGS / "backfill_quarantine_force.log")
+    context = f"\n{log[-6000:]}\n(whole log: {LOGS / 'backfill_quarantine_force.log'})"
 
     # the backfill: sensor and reprocessing pass, the check fails; quarantined, no asset event
     assert backfill["tasks"] == {"wait_for_watermark[-1]": "success", "reprocess_day[-1]": "success",
@@ -179,12 +181,12 @@ def test_a_day_that_breaks_an_expectation_is_quarantined_alerted_and_published_o
     assert f"stream watermark {DAY + timedelta(days=1)} 02:00:00 UTC" in log, context
 
     # reprocessed from the page's conf: still quarantined, the same files, no asset event
-    assert again["tasks"]["day.check_quality[0]"] == "failed" and again["state"] == "failed", again["tasks"]
+    assert again["tasks"]["day.check_quality[0]"] == "failed" and again["state"] == "failed", context
     assert again["files"] == backfill["files"] and again["events"] == []
     assert read_quarantine(day) is not None and read_forced(LocalStorage(), day) is None
 
     # with force: published, recorded, the asset event says so
-    assert forced["tasks"]["day.check_quality[0]"] == "success" and forced["state"] == "success", forced["tasks"]
+    assert forced["tasks"]["day.check_quality[0]"] == "success" and forced["state"] == "success", context
     assert "_QUARANTINED" not in forced["files"] and "_FORCED.json" in forced["files"]
     record = read_forced(LocalStorage(), day)
     assert record is not None and record["failed"] == ["match_rate"] and record["dag_id"] == "streamjoin_reprocess"
