@@ -136,6 +136,7 @@ def _produce_bad_day(spec: Any, bootstrap: str) -> None:
 @pytest.mark.airflow
 @pytest.mark.kafka
 @pytest.mark.spark
+@pytest.mark.timeout(1800)  # three spark-submit runs and three checks: minutes on a machine shared with others
 def test_a_day_that_breaks_an_expectation_is_quarantined_alerted_and_published_only_with_force(
     pipeline: tuple[Any, Path], kafka_bootstrap: str
 ) -> None:
