@@ -27,11 +27,13 @@ class QualityCheckFailed(AirflowFailException):
     Notifiers read :attr:`check_result` from the failure callback's ``exception``.
     """
 
-    def __init__(self, result: CheckResult) -> None:
+    def __init__(self, result: CheckResult, consequence: str | None = None) -> None:
         self.check_result = result
-        super().__init__(
-            f"{result.summary()}; partition {result.partition_path} quarantined; Data Docs: {result.data_docs_url}"
-        )
+        #: what became of the day (alerts say it): default "day quarantined"
+        self.consequence = consequence or "day quarantined"
+        docs = f"; Data Docs: {result.data_docs_url}" if result.data_docs_url else ""
+        where = consequence or f"partition {result.partition_path} quarantined"
+        super().__init__(f"{result.summary()}; {where}{docs}")
 
 
 class DataQualityOperator(BaseOperator):
@@ -47,7 +49,8 @@ class DataQualityOperator(BaseOperator):
     :param left_input_count: left input records of the day, for ``left_records_complete`` (templated)
     :param data_docs_dir: root of the Data Docs; each run gets ``<pipeline>/<target>/<day>/<run>/`` (templated)
     :param data_docs_base_url: URL under which ``data_docs_dir`` is served, for links in alerts (templated)
-    :param suite_path: suite file; default ``include/expectations/<pipeline>.yaml`` beside the spec (templated)
+    :param suite_path: suite file; default: the spec's ``quality.suite``, else
+        ``include/expectations/<pipeline>.yaml`` beside the spec (templated)
     :param smtp_conn_id: SMTP connection for alerts (needs ``alert_to``)
     :param alert_to: e-mail recipients (templated)
     :param from_email: sender, else the SMTP connection's ``from_email`` extra
@@ -119,9 +122,26 @@ class DataQualityOperator(BaseOperator):
         self._spark: Any = None
 
     def execute(self, context: Any) -> dict[str, Any]:
+        result = self.check(context, resolve(self.partition_path))
+        if not result.success:
+            raise QualityCheckFailed(result)  # the partition is quarantined; the outlet is not updated
+        return {
+            "success": True,
+            "warnings": result.warnings,
+            "result_file": str(resolve(self.partition_path) / RESULT_FILE),
+            "data_docs_url": result.data_docs_url,
+        }
+
+    def check(self, context: Any, partition: Path) -> CheckResult:
+        """Validate ``partition`` and record the verdict in it (``_CHECK_RESULT.json``, ``_QUARANTINED``)."""
         spec_file = resolve(self.spec_path)
         spec = load_spec(spec_file)
-        suite_file = resolve(self.suite_path) if self.suite_path else default_suite_path(spec_file, spec.name)
+        if self.suite_path:
+            suite_file = resolve(self.suite_path)
+        elif spec.quality is not None:  # the suite the spec names
+            suite_file = resolve(spec.quality.suite)
+        else:
+            suite_file = default_suite_path(spec_file, spec.name)
         day = date.fromisoformat(str(self.day))
         plan = build_check_plan(
             spec,
@@ -131,7 +151,6 @@ class DataQualityOperator(BaseOperator):
             left_input_count=_optional_int(self.left_input_count),
             suite_file=str(suite_file),
         )
-        partition = resolve(self.partition_path)
         if not partition.is_dir():
             # not a quality verdict: the job may still be writing; a retry can help
             raise FileNotFoundError(f"partition {partition} does not exist: has the join job written {day}?")
@@ -156,15 +175,8 @@ class DataQualityOperator(BaseOperator):
             getattr(self.log, level)(
                 "%s failed (%s): observed %s -- %s", outcome.name, level, outcome.observed_text(), outcome.description
             )
-        self.log.info("%s; Data Docs: %s", result.summary(), result.data_docs_url)
-        if not result.success:
-            raise QualityCheckFailed(result)  # the partition is quarantined; the outlet is not updated
-        return {
-            "success": True,
-            "warnings": result.warnings,
-            "result_file": str(partition / RESULT_FILE),
-            "data_docs_url": result.data_docs_url,
-        }
+        self.log.info("%s; Data Docs: %s", result.summary(), result.data_docs_url or "(none)")
+        return result
 
     def _session(self) -> Any:
         from streamjoin.spark.session import build_session
