@@ -177,54 +177,91 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
 
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shots = {n: SCREENSHOTS / f"{n}.png" for n in ("stream-jobs", "stream-job-detail", "airflow-browse-menu")}
+        framed = f"{server.url}/plugin/stream-jobs/streamjoin/jobs"  # the Browse menu's page inside Airflow's UI
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             context = browser.new_context(viewport={"width": 1400, "height": 900})
-            context.add_cookies([{"name": "_token", "value": server.token("admin"), "url": server.url}])
             page = context.new_page()
-            page.goto(f"{server.url}/streamjoin/jobs")
-            row = page.locator(f"tr[data-pipeline='{name}']")
-            assert row.locator("td.state").inner_text() == "healthy"
+            # logged out, the plugin's own page sends a browser to Airflow's login page, and back after it
+            page.goto(f"{server.url}/streamjoin/jobs/{name}?refresh=0")
+            page.wait_for_url(re.compile(r".*/auth/login\?next=.*"), timeout=60_000)
+            page.goto(framed + "?refresh=0")  # the same for Airflow's UI: its login page, then the frame
+            page.wait_for_url(re.compile(r".*/auth/login\?next=.*"), timeout=60_000)
+            page.locator("input[name=username]").fill("admin")
+            page.locator("input[name=password]").fill(server.passwords["admin"])
+            page.locator("button[type=submit]").click()
+            page.wait_for_url(f"{framed}?refresh=0", timeout=60_000)
+            sandbox = page.locator("iframe").get_attribute("sandbox") or ""
+            # why the page needs its script: Airflow's frame may not navigate the top page or open a tab itself
+            assert "allow-same-origin" in sandbox and "allow-top-navigation" not in sandbox, sandbox
+            assert "allow-popups" not in sandbox, sandbox
+            frame = page.frame_locator("iframe")
+            row = frame.locator(f"tr[data-pipeline='{name}']")
+            assert row.locator("td.state").inner_text(timeout=60_000) == "healthy"
             assert f"{topics['clicks']}: 0" in row.locator("td.lag").inner_text()
             rate = row.locator("td.rate").inner_text()
             assert re.fullmatch(r"[0-9.]+ rows/s over the last 5 min \([0-9,]+ rows, \d+ batch(es)?\)", rate), rate
             assert int(row.locator("td.trend svg").get_attribute("data-points") or 0) >= 3
+            assert "passed" in row.locator("td.quality-cell").inner_text()
             page.screenshot(path=str(shots["stream-jobs"]), full_page=True)
 
+            detail = f"{framed}/{name}?refresh=0"
             row.locator("a.detail").click()
-            page.wait_for_url(f"{server.url}/streamjoin/jobs/{name}")
-            charts = {c: page.locator(f"svg.chart[data-chart='{c}']") for c in ("rates", "lag", "duration", "state")}
-            assert int(charts["rates"].locator("polyline[data-series='input']").get_attribute("data-points") or 0) >= 3
+            page.wait_for_url(f"{framed}/{name}", timeout=60_000)  # Airflow's address bar follows the frame
+            page.goto(detail)
+            charts = {c: frame.locator(f"svg.chart[data-chart='{c}']") for c in ("rates", "lag", "duration", "state")}
+            assert int(charts["rates"].locator("g[data-series='input']").get_attribute("data-points") or 0) >= 3
             for key in ("rates", "lag", "duration"):  # a point (a dot) per batch at least
                 assert int(charts[key].get_attribute("data-points") or 0) >= len(done), key
                 assert charts[key].locator("circle").count() >= len(done), key
             assert int(charts["state"].get_attribute("data-points") or 0) >= 1
-            assert "healthy" in page.locator("#summary-state").inner_text()
-            assert "passed" in page.locator("#summary-quality").inner_text()
-            hrefs = {k: page.locator(f"#link-{k}").get_attribute("href") for k in ("dag-runs", "task-logs", "spark-ui")}
-            assert hrefs == {
-                "dag-runs": f"/dags/streamjoin_{name}/runs",
-                "task-logs": f"/dags/streamjoin_{name}/runs/{quote(owner_run, safe='')}/tasks/own_job",
-                "spark-ui": spark_ui,
+            assert "healthy" in frame.locator("#summary-state").inner_text()
+            assert "passed" in frame.locator("#summary-quality").inner_text()
+            airflow_links = {
+                "dag-runs": (f"/dags/streamjoin_{name}/runs", f"streamjoin_{name}"),
+                "task-logs": (f"/dags/streamjoin_{name}/runs/{quote(owner_run, safe='')}/tasks/own_job", "own_job"),
+                "backfill-runs": (f"/dags/streamjoin_backfill_{name}/runs", f"streamjoin_backfill_{name}"),
+                "action-runs": ("/dags/streamjoin_stop_redeploy/runs", "streamjoin_stop_redeploy"),
+                "reprocess-runs": ("/dags/streamjoin_reprocess/runs", "streamjoin_reprocess"),
             }
-            assert page.locator("#link-backfill-runs").get_attribute("href") == f"/dags/streamjoin_backfill_{name}/runs"
-            page.screenshot(path=str(shots["stream-job-detail"]), full_page=True)
-            with context.expect_page() as opened:  # another tab: the Airflow UI shows the page in a frame
-                page.locator("#link-data-docs").click()
-            assert opened.value.locator("#docs").inner_text() == f"Data Docs of {name}"
+            for key, (href, _) in airflow_links.items():
+                assert frame.locator(f"#link-{key}").get_attribute("href") == href, key
+            assert frame.locator("#link-spark-ui").get_attribute("href") == spark_ui
+            page.set_viewport_size({"width": 1400, "height": 1900})  # the frame grows with Airflow's page
+            page.screenshot(path=str(shots["stream-job-detail"]))
+            page.set_viewport_size({"width": 1400, "height": 900})
+
+            # each link, clicked inside Airflow's frame, opens its target: Airflow's pages in place of the UI
+            for key, (href, shows) in airflow_links.items():
+                frame.locator(f"#link-{key}").click()
+                page.wait_for_url(server.url + href, timeout=60_000)
+                page.get_by_text(shows).first.wait_for(timeout=60_000)  # Airflow's page for it rendered
+                page.goto(detail)
+            with context.expect_page(timeout=60_000) as opened:  # the Spark UI (no framing): a tab of its own
+                frame.locator("#link-spark-ui").click()
+            opened.value.wait_for_load_state()
+            assert opened.value.url.startswith(spark_ui) and "Spark" in opened.value.title(), opened.value.url
             opened.value.close()
+            frame.locator("#link-data-docs").click()  # served by the plugin: in the frame
+            assert frame.locator("#docs").inner_text(timeout=60_000) == f"Data Docs of {name}"
+            assert "/plugin/stream-jobs/streamjoin/data-docs/" in page.url, page.url
+            page.goto(detail)
 
             # actions: each creates a DAG run in Airflow's DB with the pipeline in its conf
-            page.locator("#reprocess-day").fill(yesterday)
-            page.locator("#action-reprocess").click()
-            notice = page.locator("#triggered")
-            notice.wait_for(timeout=30_000)
+            frame.locator("#reprocess-day").fill(yesterday)
+            frame.locator("#action-reprocess").click()
+            notice = frame.locator("#triggered")
+            notice.wait_for(timeout=60_000)
             (reprocess,) = runs(server, "streamjoin_reprocess", name)
             assert reprocess["conf"] == {"pipeline": name, "start": yesterday, "end": yesterday, "overwrite": True,
                                          "dry_run": False}  # fmt: skip
             assert reprocess["dag_run_id"] in notice.inner_text() and reprocess["triggering_user_name"] == "admin"
-            page.locator("#action-stop").click()
-            page.locator("#triggered", has_text="streamjoin_stop_redeploy").wait_for(timeout=30_000)
+            frame.locator("#triggered-run").click()  # the run it created, in Airflow's UI
+            page.wait_for_url(f"{server.url}/dags/streamjoin_reprocess/runs/{quote(reprocess['dag_run_id'], safe='')}",
+                              timeout=60_000)  # fmt: skip
+            page.goto(detail)
+            frame.locator("#action-stop").click()
+            frame.locator("#triggered", has_text="streamjoin_stop_redeploy").wait_for(timeout=60_000)
             (stop,) = runs(server, "streamjoin_stop_redeploy", name)
             assert stop["conf"] == {"pipeline": name, "redeploy": False} and stop["state"] == "queued"
 
@@ -246,11 +283,15 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
             page.screenshot(path=str(shots["airflow-browse-menu"]))
 
             StopStreamJoinOperator(task_id="stop", spec_path=str(spec_path), timeout=60).execute({})
-            page.goto(f"{server.url}/streamjoin/jobs")
-            assert page.locator(f"tr[data-pipeline='{name}'] td.state").inner_text() == "stopped"
+            page.goto(f"{framed}?refresh=1")  # the list reloads itself: the stopped job shows without a click
+            state = frame.locator(f"tr[data-pipeline='{name}'] td.state")
+            state.wait_for(timeout=60_000)
+            frame.locator("body").evaluate("body => body.setAttribute('data-seen', 'before the reload')")
+            frame.locator("body:not([data-seen])").wait_for(timeout=30_000)
+            assert state.inner_text() == "stopped"
             browser.close()
         check_screenshot(shots["stream-jobs"], 1400, 200)
-        check_screenshot(shots["stream-job-detail"], 1400, 900, INPUT_COLOUR)
+        check_screenshot(shots["stream-job-detail"], 1400, 1900, INPUT_COLOUR)
         check_screenshot(shots["airflow-browse-menu"], 1400, 900)
         with server.log.open() as log:
             assert "Traceback" not in log.read()

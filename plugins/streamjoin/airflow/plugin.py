@@ -44,6 +44,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from streamjoin.airflow.actions import ACTION_DAGS, ActionError, action_request, csrf_token, may_trigger, trigger
 from streamjoin.airflow.quality_status import quality_status
 from streamjoin.airflow.status_page import REFRESH_SECONDS, JobPage, Link, render_job, render_jobs
+from streamjoin.airflow.ui_paths import DATA_DOCS_PATH, PREFIX
 from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.job_history import breaks, recent, series
 from streamjoin.core.metrics import Sample, prometheus_text, samples
@@ -53,7 +54,6 @@ from streamjoin.core.spec import PipelineSpec, load_spec
 from streamjoin.core.supervision import Policy, observe
 from streamjoin.kafka.client_config import KafkaClientConfig
 
-PREFIX = "/streamjoin"
 KAFKA_CONN_ID = "streamjoin_kafka_default"
 #: how much history the pipeline's page plots (the job keeps about as much: core.job_files.History)
 HISTORY_HOURS = 6.0
@@ -273,12 +273,12 @@ def _data_docs_href(pipeline: str, url: str) -> str | None:
             return None
         relative = quote(local.resolve().relative_to(root).as_posix())
     else:
-        marker = f"{PREFIX}/data-docs/{quote(pipeline)}/"
+        marker = f"{DATA_DOCS_PATH}/{quote(pipeline)}/"
         path = urlsplit(url).path
         if marker not in path:
             return None
         relative = path.split(marker, 1)[1]
-    return f"{_root()}{PREFIX.strip('/')}/data-docs/{quote(pipeline)}/{relative}"
+    return f"{_root()}{DATA_DOCS_PATH.strip('/')}/{quote(pipeline)}/{relative}"
 
 
 def _data_docs(spec: PipelineSpec) -> Link:
