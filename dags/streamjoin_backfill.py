@@ -1,57 +1,64 @@
-"""Daily backfill per pipeline: once the stream's watermark passed day end + grace, recompute the day
-with the streaming job's code and publish ``<output files>/daily/date=D/`` (then check its quality).
+"""Daily backfill per pipeline: once the stream's watermark passed day end + grace, recompute the day with the
+streaming job's code; a pipeline with a quality suite has it checked (``check_quality``) and published as
+``<output files>/daily/date=D/`` only if it passes, which is when the day's asset event is recorded. A failed
+check alerts (the pipeline's ``alerts:``, else ``include/alerts.yaml``) and quarantines the day. A day whose
+input topics hold no record of it is skipped with a warning.
 
-Time-based schedule with catchup, so Airflow's own backfill works over any range:
-``airflow backfill create --dag-id streamjoin_backfill_<pipeline> --from-date 2026-11-01 --to-date 2026-11-07``.
-Catchup starts at ``STREAMJOIN_BACKFILL_START`` (YYYY-MM-DD, default 2026-11-01).
+Unpausing runs the latest day only, unless the spec sets ``backfill: {start: YYYY-MM-DD}``: then catchup
+runs every day from there (days before the topics' first record are skipped cheaply). Any range, any time:
+``airflow backfill create --dag-id streamjoin_backfill_<pipeline> --from-date 2026-11-20 --to-date 2026-11-22``
+(its runs stay queued while the DAG is paused: unpause it). Waiting for the watermark is deferred to the
+triggerer (no worker slot held); the logs give times in UTC.
 """
 
-import os
 from datetime import datetime, timedelta
 
-from airflow.sdk import DAG
+from airflow.sdk import DAG, BaseOperator
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from streamjoin.airflow.dag_factory import DATA_DOCS, KAFKA_CONN_ID, spec_paths
-from streamjoin.airflow.operators.reprocess import ReprocessDayOperator, daily_asset
+from streamjoin.airflow.notifiers import PipelineAlertNotifier
+from streamjoin.airflow.operators.reprocess import ReprocessDayOperator, checked_before_publishing, daily_asset
 from streamjoin.airflow.sensors import StreamWatermarkSensor
 from streamjoin.core.backfill import nondeterminism_warnings
 from streamjoin.core.plans import resolve
 from streamjoin.core.spec import load_spec
 
-START = datetime.fromisoformat(os.environ.get("STREAMJOIN_BACKFILL_START", "2026-11-01"))
+#: without ``backfill.start`` in the spec: no catchup, so this only anchors the schedule
+ANCHOR = datetime(2026, 1, 1)
 DAY = "{{ data_interval_start | ds }}"
 
 for _path in spec_paths():
     _spec = load_spec(resolve(_path))
     _warnings = nondeterminism_warnings(_spec)
+    _start = _spec.backfill.start
     with DAG(
         f"streamjoin_backfill_{_spec.name}",
-        description=f"Recompute each past day of {_spec.name} once the stream's watermark passed it",
+        description=f"Recompute, check and publish each past day of {_spec.name} once the stream passed it",
         schedule=CronDataIntervalTimetable("0 0 * * *", timezone="UTC"),
-        start_date=START,
-        catchup=True,
+        start_date=datetime(_start.year, _start.month, _start.day) if _start else ANCHOR,
+        catchup=_start is not None,
         max_active_runs=2,
         tags=["streamjoin", "backfill"],
         doc_md="\n\n".join([__doc__ or "", *(f"**Warning:** {w}" for w in _warnings)]),
+        default_args={"on_failure_callback": [PipelineAlertNotifier(spec_path=_path)]},
     ) as _dag:
         _wait = StreamWatermarkSensor(
             task_id="wait_for_watermark", spec_path=_path, day=DAY, kafka_conn_id=KAFKA_CONN_ID,
             timeout=int(timedelta(days=1).total_seconds()),
         )  # fmt: skip
         _asset = daily_asset(_spec)
-        _run = ReprocessDayOperator(
+        _checked = checked_before_publishing(_spec)
+        _run: BaseOperator = ReprocessDayOperator(
             task_id="reprocess_day", spec_path=_path, day=DAY, kafka_conn_id=KAFKA_CONN_ID,
-            outlets=[_asset] if _asset is not None else [],
+            outlets=[_asset] if _asset is not None and not _checked else [],
         )  # fmt: skip
         _wait >> _run
-        if _spec.quality is not None and _spec.output.files is not None:
-            from streamjoin.airflow.operators.quality import DataQualityOperator
+        if _checked:
+            from streamjoin.airflow.operators.publish_day import CheckAndPublishDayOperator
 
-            _check = DataQualityOperator(
-                task_id="check_quality", spec_path=_path, day=DAY,
-                partition_path=f"{resolve(_spec.output.files.path)}/daily/date={DAY}",
-                data_docs_dir=str(resolve(DATA_DOCS)),
+            _run >> CheckAndPublishDayOperator(
+                task_id="check_quality", spec_path=_path, day=DAY, data_docs_dir=str(resolve(DATA_DOCS)),
+                outlets=[_asset] if _asset is not None else [],
             )  # fmt: skip
-            _run >> _check
     globals()[_dag.dag_id] = _dag

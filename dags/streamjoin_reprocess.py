@@ -1,32 +1,43 @@
 """Reprocess past days of a pipeline from the UI: pick the pipeline and a day range in the trigger form.
 
-Invalid input (unknown pipeline, not a date (exactly YYYY-MM-DD), end before start, a day not over yet, a range Kafka no
-longer holds, published days without ``overwrite``) fails in ``validate`` before anything is written.
-Then one mapped ``reprocess_day`` task per day recomputes and atomically publishes the day, each emitting
-an asset event (extra: pipeline, day, path) through the ``streamjoin_daily_partitions`` alias.
+The form refuses what it can before a run exists (a known pipeline, both days as YYYY-MM-DD; defaults:
+yesterday and the seed pipeline). ``validate`` then refuses the rest before anything is written: end before
+start, a day not over yet (today or later, UTC), a range Kafka no longer holds, published days without
+``overwrite``, a day another run is reprocessing right now (one at a time per pipeline and day).
+
+Per day, ``reprocess_day`` recomputes the day; a pipeline with a quality suite has it staged, and
+``check_quality`` checks it and publishes it only if it passes, emitting an asset event (extra: pipeline,
+day, path, forced) through the ``streamjoin_daily_partitions`` alias. A failed check alerts and fails the
+run with the check's message; the day already there stays (published, or quarantined). ``force`` publishes
+over a failed check, recorded in the day's ``_FORCED.json``. A day without input records is skipped with a
+warning: nothing is published.
 """
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import DAG, AssetAlias, Param, task
+from airflow.sdk import DAG, AssetAlias, Param, task, task_group
 
-from streamjoin.airflow.dag_factory import KAFKA_CONN_ID, spec_paths
+from streamjoin.airflow.dag_factory import DATA_DOCS, KAFKA_CONN_ID, SEED_PIPELINE, spec_paths
+from streamjoin.airflow.notifiers import PipelineAlertNotifier
+from streamjoin.airflow.operators.publish_day import CheckAndPublishDayOperator
 from streamjoin.airflow.operators.reprocess import ReprocessDayOperator
 from streamjoin.core.plans import resolve
 from streamjoin.core.spec import load_spec
 
 SPECS = {load_spec(resolve(p)).name: p for p in spec_paths()}
 ALIAS = AssetAlias("streamjoin_daily_partitions")
+YESTERDAY = (datetime.now(UTC).date() - timedelta(days=1)).isoformat()  # as of parsing: a default only
 
 
 @task
 def validate(params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Check the form and Kafka's retention; one set of arguments per day."""
+    from airflow.sdk import get_current_context
     from airflow.sdk.exceptions import AirflowFailException
 
     from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
-    from streamjoin.airflow.operators.reprocess import retention_facts
+    from streamjoin.airflow.operators.reprocess import day_lock, retention_facts, run_is_active
     from streamjoin.core.backfill import (
         BackfillError,
         check_retention,
@@ -59,6 +70,16 @@ def validate(params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         facts = retention_facts(kafka, sorted({r.topic for r in plans[0].reads}))
         for plan in plans:
             check_retention(plan, facts)
+        context = get_current_context()
+        for day in days:
+            lock = day_lock(spec, day)
+            holder = lock.holder() if lock is not None else None
+            if holder is not None and run_is_active(context)(str(holder["dag_id"]), str(holder["run_id"])):
+                raise BackfillError(
+                    f"{spec.name} {day} is being reprocessed by run {holder['run_id']!r} of DAG {holder['dag_id']!r} "
+                    f"(since {holder.get('since')}): one reprocess per pipeline and day at a time; trigger again "
+                    "once it is done"
+                )
     except BackfillError as exc:
         raise AirflowFailException(f"invalid reprocessing request: {exc}") from None
     for warning in nondeterminism_warnings(spec):
@@ -67,7 +88,21 @@ def validate(params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     for day in days:
         target = partition_path(resolve(files.path), day) if files else "(no file output)"
         print(f"plan: {spec.name} {day} -> {target}", flush=True)
-    return [{"spec_path": spec_path, "day": d.isoformat(), "dry_run": bool(p.get("dry_run"))} for d in days]
+    flags = {"dry_run": bool(p.get("dry_run")), "force": bool(p.get("force"))}
+    return [{"spec_path": spec_path, "day": d.isoformat(), **flags} for d in days]
+
+
+@task_group(group_id="day")
+def reprocess_and_publish(spec_path: str, day: str, dry_run: bool, force: bool) -> None:
+    """One day: recompute it (staged when the pipeline has a quality suite), then check and publish it."""
+    staged = ReprocessDayOperator(
+        task_id="reprocess_day", spec_path=spec_path, day=day, dry_run=dry_run, kafka_conn_id=KAFKA_CONN_ID,
+        outlets=[ALIAS],
+    )  # fmt: skip
+    staged >> CheckAndPublishDayOperator(
+        task_id="check_quality", spec_path=spec_path, day=day, force=force, dry_run=dry_run,
+        data_docs_dir=str(resolve(DATA_DOCS)), outlets=[ALIAS],
+    )  # fmt: skip
 
 
 with DAG(
@@ -76,21 +111,38 @@ with DAG(
     schedule=None,
     start_date=datetime(2026, 1, 1),
     catchup=False,
+    is_paused_upon_creation=False,  # an action of the status page: it must run when triggered
     tags=["streamjoin", "backfill"],
     doc_md=__doc__,
+    default_args={"on_failure_callback": [PipelineAlertNotifier()]},
     params={
         "pipeline": Param(
-            next(iter(sorted(SPECS)), ""),
+            SEED_PIPELINE if SEED_PIPELINE in SPECS else next(iter(sorted(SPECS)), ""),
             type="string",
             enum=sorted(SPECS) or [""],
             description="Pipeline whose days to reprocess (a spec under include/pipelines/)",
         ),
-        "start": Param(None, type=["null", "string"], format="date", description="First day (UTC), YYYY-MM-DD"),
-        "end": Param(None, type=["null", "string"], format="date", description="Last day (UTC), included"),
-        "overwrite": Param(True, type="boolean", description="Replace days already published"),
+        "start": Param(
+            YESTERDAY,
+            type="string",
+            format="date",
+            pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+            description="First day (UTC), YYYY-MM-DD, before today",
+        ),
+        "end": Param(
+            YESTERDAY,
+            type="string",
+            format="date",
+            pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+            description="Last day (UTC), included: on or after the first, before today",
+        ),
+        "overwrite": Param(True, type="boolean", description="Replace days already published (after their check)"),
+        "force": Param(
+            False,
+            type="boolean",
+            description="Publish a day even if its quality check fails (recorded in the day's _FORCED.json)",
+        ),
         "dry_run": Param(False, type="boolean", description="Count only: read and join, write nothing"),
     },
 ) as dag:
-    ReprocessDayOperator.partial(
-        task_id="reprocess_day", kafka_conn_id=KAFKA_CONN_ID, outlets=[ALIAS], map_index_template="{{ task.day }}"
-    ).expand_kwargs(validate())
+    reprocess_and_publish.expand_kwargs(validate())

@@ -10,7 +10,8 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
-from streamjoin.airflow.dag_factory import spec_paths
+from streamjoin.airflow.dag_factory import SEED_PIPELINE, spec_paths
+from streamjoin.airflow.notifiers import PipelineAlertNotifier
 from streamjoin.airflow.operators.supervise import StopStreamJoinOperator
 from streamjoin.core.plans import resolve
 from streamjoin.core.spec import load_spec
@@ -37,10 +38,12 @@ with DAG(
     schedule=None,
     start_date=datetime(2026, 1, 1),
     catchup=False,
+    is_paused_upon_creation=False,  # an action of the status page: it must run when triggered
     tags=["streamjoin", "supervisor"],
+    default_args={"on_failure_callback": [PipelineAlertNotifier()]},
     params={
         "pipeline": Param(
-            "clicks_per_region" if "clicks_per_region" in SPECS else next(iter(sorted(SPECS)), ""),
+            SEED_PIPELINE if SEED_PIPELINE in SPECS else next(iter(sorted(SPECS)), ""),
             type="string",
             enum=sorted(SPECS) or [""],
             description="Pipeline to stop (a spec under include/pipelines/)",

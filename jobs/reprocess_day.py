@@ -1,7 +1,7 @@
 """PySpark application run by spark-submit: reprocess past days of one pipeline and publish them.
 
     spark-submit --jars <connector jars> jobs/reprocess_day.py --spec include/pipelines/X.yaml \\
-        --bootstrap 127.0.0.1:9092 --day 2026-11-20 [--day 2026-11-21] --home . [--dry-run]
+        --bootstrap 127.0.0.1:9092 --day 2026-11-20 [--day 2026-11-21] --home . [--dry-run] [--stage]
 
 ``--kafka-config FILE`` instead of ``--bootstrap``: the Kafka settings, secrets included, in a private file
 that is deleted once read. Prints one ``streamjoin reprocess {...}`` JSON line per day.
@@ -34,6 +34,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--day", required=True, action="append", help="UTC day YYYY-MM-DD (repeatable)")
     parser.add_argument("--home", default=None, help="project home: relative output paths resolve against it")
     parser.add_argument("--dry-run", action="store_true", help="count only, write nothing")
+    parser.add_argument(
+        "--stage", action="store_true", help="write daily/_staging/date=D for a check to publish (not date=D)"
+    )
     parser.add_argument("--master", default=None, help="only when run without spark-submit")
     return parser.parse_args(argv)
 
@@ -49,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     home = Path(args.home or Path.cwd())
     for day in days:
-        result = reprocess_day(spark, spec, plan_day(spec, day), kafka, home=home, dry_run=args.dry_run)
+        result = reprocess_day(spark, spec, plan_day(spec, day), kafka, home=home, dry_run=args.dry_run,
+                               stage=args.stage)  # fmt: skip
         print(f"streamjoin reprocess {json.dumps(result.__dict__)}", flush=True)
         print(f"streamjoin progress {spec.name} {result.line()}", flush=True)
     spark.stop()

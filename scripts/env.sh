@@ -10,6 +10,11 @@ export AIRFLOW__CORE__PLUGINS_FOLDER="$STREAMJOIN_HOME/plugins"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 # the dev UI (`make ui`) answers on this machine only unless asked otherwise
 export AIRFLOW__API__HOST="${AIRFLOW__API__HOST:-127.0.0.1}"
+# links in alerts (task logs) use Airflow's configured base URL: the address the UI answers on
+export AIRFLOW__API__BASE_URL="${AIRFLOW__API__BASE_URL:-http://${AIRFLOW__API__HOST}:8080}"
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$AIRFLOW_HOME/airflow.db"
 export AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT="{\"conn_type\": \"streamjoin_kafka\", \"host\": \"127.0.0.1\", \"port\": $KAFKA_PORT}"
 export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'
+# where alerts go by default (include/alerts.yaml): a receiver on loopback, `python -m streamjoin.localdev.alert_sink`
+export STREAMJOIN_ALERT_SINK_PORT="${STREAMJOIN_ALERT_SINK_PORT:-18461}"
+export AIRFLOW_CONN_STREAMJOIN_ALERTS_WEBHOOK="${AIRFLOW_CONN_STREAMJOIN_ALERTS_WEBHOOK:-{\"conn_type\": \"http\", \"host\": \"127.0.0.1\", \"port\": $STREAMJOIN_ALERT_SINK_PORT, \"schema\": \"http\", \"extra\": {\"endpoint\": \"/alerts\"}}}"

@@ -21,6 +21,8 @@ from streamjoin.core.spec import PipelineSpec, load_spec
 from streamjoin.core.supervision import Policy
 
 KAFKA_CONN_ID = "streamjoin_kafka_default"
+#: the pipeline the forms offer first
+SEED_PIPELINE = "clicks_per_region"
 #: Where quality checks keep their Data Docs (one directory per pipeline, target, day and run)
 DATA_DOCS = "var/data_docs"
 #: restart at most 3 times in 15 minutes; alert on lag above 10k records for 5 minutes
@@ -29,7 +31,8 @@ OWNER_POLICY = Policy(stale_after=120, lag_threshold=10_000, lag_grace=300, max_
 
 def pipeline_dag(spec_path: str, *, dag_id: str | None = None, demo: bool = False, **dag_kwargs: Any) -> DAG:
     """A DAG that provisions the pipeline's topics and owns its join job: continuous runs, each watching the job
-    for an hour from the triggerer (alerts: ``STREAMJOIN_ALERT_WEBHOOK_CONN``, an HTTP connection id).
+    for an hour from the triggerer. A failed task alerts through the pipeline's destinations (its spec's
+    ``alerts:``, else ``include/alerts.yaml``): the owner's crash loop, lag alarm or terminal failure.
 
     :param demo: also reset the pipeline and produce its sample data (on yesterday, UTC) before the join;
         the job then stops once the sample is processed, the day is reprocessed and its quality checked
@@ -40,12 +43,19 @@ def pipeline_dag(spec_path: str, *, dag_id: str | None = None, demo: bool = Fals
     dag_kwargs.setdefault("start_date", datetime(2026, 1, 1))
     dag_kwargs.setdefault("catchup", False)
     dag_kwargs.setdefault("max_active_runs", 1)
+    from streamjoin.airflow.notifiers import PipelineAlertNotifier
+
+    default_args = {
+        "on_failure_callback": [PipelineAlertNotifier(spec_path=spec_path)],
+        **dag_kwargs.pop("default_args", {}),
+    }
     with DAG(
         dag_id or f"streamjoin_{spec.name}" + ("_demo" if demo else ""),
         description=spec.description or f"streamjoin pipeline {spec.name}",
         tags=["streamjoin", spec.join.shape.value],
         doc_md=f"Join `{spec.join.left}` {spec.join.kind.value}-{spec.join.shape.value} `{spec.join.right}` "
         f"from `{spec_path}`.",
+        default_args=default_args,
         **dag_kwargs,
     ) as dag:
         provision = ProvisionTopicsOperator(
@@ -60,29 +70,25 @@ def pipeline_dag(spec_path: str, *, dag_id: str | None = None, demo: bool = Fals
             reprocess, check = _check_demo_day(spec, spec_path)
             reset >> provision >> produce >> run >> reprocess >> check >> report_outputs(spec_path)
         else:
-            from streamjoin.airflow.notifiers import quality_notifiers
-
-            alerts = quality_notifiers(webhook_conn_id=os.environ.get("STREAMJOIN_ALERT_WEBHOOK_CONN"))
             provision >> SuperviseStreamJoinOperator(
                 task_id="own_job", spec_path=spec_path, kafka_conn_id=KAFKA_CONN_ID, policy=OWNER_POLICY,
-                watch=3600, poll=10, retries=0, on_failure_callback=alerts or None,
+                watch=3600, poll=10, retries=0,
             )  # fmt: skip
     return dag
 
 
 def _check_demo_day(spec: PipelineSpec, spec_path: str) -> tuple[BaseOperator, BaseOperator]:
-    """Reprocess the demo's day and check its quality, as the daily backfill does."""
-    from streamjoin.airflow.operators.quality import DataQualityOperator
+    """Reprocess the demo's day (staged), check it and publish it if it passes, as the daily backfill does."""
+    from streamjoin.airflow.operators.publish_day import CheckAndPublishDayOperator
     from streamjoin.airflow.operators.reprocess import ReprocessDayOperator
 
     if spec.output.files is None or spec.quality is None:
         raise ValueError(f"the demo of {spec.name} needs output files and a quality suite")
     day = "{{ ti.xcom_pull(task_ids='produce_sample')['day'] }}"
     reprocess = ReprocessDayOperator(task_id="reprocess_day", spec_path=spec_path, day=day, kafka_conn_id=KAFKA_CONN_ID)
-    check = DataQualityOperator(
-        task_id="check_quality", spec_path=spec_path, day=day,
-        partition_path=f"{resolve(spec.output.files.path)}/daily/date={day}", data_docs_dir=str(resolve(DATA_DOCS)),
-    )  # fmt: skip
+    check = CheckAndPublishDayOperator(
+        task_id="check_quality", spec_path=spec_path, day=day, data_docs_dir=str(resolve(DATA_DOCS))
+    )
     return reprocess, check
 
 

@@ -1,6 +1,8 @@
 """Alerts that reach a person: a generic JSON webhook and the core SMTP notifier, both from connections.
 
-Attach them as ``on_failure_callback`` (``DataQualityOperator`` does so from its ``*_conn_id`` arguments).
+The DAGs attach :class:`PipelineAlertNotifier` as ``on_failure_callback``: it sends through the pipeline's
+alert destinations (its spec's ``alerts:``, else ``include/alerts.yaml``: :mod:`streamjoin.core.alerts`).
+``DataQualityOperator`` also takes explicit ``*_conn_id`` arguments.
 When the failure is a failed quality check, the message names the pipeline, the day, each failed
 expectation with its observed value, and links to the Data Docs page and the task log; any other failure
 gets the error and the log link.
@@ -22,6 +24,7 @@ from typing import Any
 from airflow.providers.smtp.notifications.smtp import SmtpNotifier
 from airflow.sdk import BaseHook, BaseNotifier
 
+from streamjoin.core.spec import Alerts
 from streamjoin.quality.results import CheckResult
 
 
@@ -65,22 +68,24 @@ def build_alert(context: Any) -> Alert:
         }
         for e in result.failed
     ]
+    consequence = getattr(context.get("exception"), "consequence", None) or "day quarantined"
     subject = (
         f"[streamjoin] {result.pipeline} {result.target} {result.day}: quality check failed "
-        f"({', '.join(result.blocking_failed)}); day quarantined"
+        f"({', '.join(result.blocking_failed)}); {consequence}"
     )
     lines = [
         f"Pipeline: {result.pipeline}",
         f"Output: {result.target}",
         f"Day: {result.day}",
         f"Rows checked: {result.row_count}",
+        f"Outcome: {consequence}",
         "Failed expectations:",
         *(
             f"  - {f['name']} ({'blocking' if f['blocking'] else 'warning'}): observed {f['observed_text']}"
             f" -- {f['description']}"
             for f in failed
         ),
-        f"Data Docs: {result.data_docs_url}",
+        *([f"Data Docs: {result.data_docs_url}"] if result.data_docs_url else []),
         f"Task log: {where['log_url']}",
     ]
     payload = {
@@ -94,6 +99,7 @@ def build_alert(context: Any) -> Alert:
         "failed": failed,
         "data_docs_url": result.data_docs_url,
         "partition_path": result.partition_path,
+        "outcome": consequence,
         **where,
         "text": "\n".join(lines),
     }
@@ -165,6 +171,7 @@ class QualitySmtpNotifier(SmtpNotifier):
         alert = build_alert(context)
         self.subject, self.html_content = alert.subject, alert.html
         super().notify(context)
+        self.log.info("alert mailed to %s through SMTP connection %s", self.to, self.smtp_conn_id)
 
 
 def quality_notifiers(
@@ -175,7 +182,8 @@ def quality_notifiers(
     webhook_conn_id: str | None = None,
     webhook_endpoint: str | None = None,
 ) -> list[BaseNotifier]:
-    """The notifiers configured by connection ids: SMTP needs recipients, the webhook only its connection."""
+    """The notifiers configured by connection ids: SMTP needs recipients, the webhook only its connection.
+    (:func:`alert_notifiers` takes a pipeline's :class:`~streamjoin.core.spec.Alerts`.)"""
     notifiers: list[BaseNotifier] = []
     if smtp_conn_id:
         if not alert_to:
@@ -184,3 +192,60 @@ def quality_notifiers(
     if webhook_conn_id:
         notifiers.append(WebhookNotifier(http_conn_id=webhook_conn_id, endpoint=webhook_endpoint))
     return notifiers
+
+
+def alert_notifiers(alerts: Alerts) -> list[BaseNotifier]:
+    """The notifiers of a pipeline's alert destinations."""
+    return quality_notifiers(
+        smtp_conn_id=alerts.smtp_conn_id, alert_to=alerts.to or None, from_email=alerts.from_email,
+        webhook_conn_id=alerts.webhook_conn_id, webhook_endpoint=alerts.webhook_endpoint,
+    )  # fmt: skip
+
+
+class PipelineAlertNotifier(BaseNotifier):
+    """Alert through the failed task's pipeline's destinations (:func:`streamjoin.core.alerts.alerts_for`),
+    looked up when the alert is sent: the pipeline is ``spec_path`` if given, else the task's own
+    ``spec_path``, else the run's ``pipeline`` param (the reprocess and stop/redeploy forms). Each
+    destination is tried on its own; one that cannot be reached is logged (with what to check) and the
+    others still get the alert.
+
+    :param spec_path: the pipeline's spec (project-relative or absolute)
+    """
+
+    def __init__(self, *, spec_path: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec_path = spec_path
+
+    def notify(self, context: Any) -> None:
+        from streamjoin.core.alerts import alerts_for, describe
+        from streamjoin.core.plans import resolve
+        from streamjoin.core.spec import load_spec
+
+        path = self.spec_path or _task_spec_path(context)
+        if path is None:
+            self.log.warning("no pipeline known for this failure: no alert sent")
+            return
+        alerts = alerts_for(load_spec(resolve(path)))
+        self.log.info("alerting %s", describe(alerts))
+        for notifier in alert_notifiers(alerts):
+            try:
+                notifier(context)
+            except Exception as exc:  # one unreachable destination must not keep the alert from the others
+                self.log.warning(
+                    "alert not delivered by %s: %s (check the connection it names and that its receiver is up)",
+                    type(notifier).__name__, exc,
+                )  # fmt: skip
+
+
+def _task_spec_path(context: Any) -> str | None:
+    path = getattr(context.get("task"), "spec_path", None)
+    if isinstance(path, str) and path and "{{" not in path:
+        return path
+    pipeline = (context.get("params") or {}).get("pipeline")
+    if isinstance(pipeline, str):
+        from streamjoin.airflow.dag_factory import spec_paths
+        from streamjoin.core.plans import resolve
+        from streamjoin.core.spec import load_spec
+
+        return next((p for p in spec_paths() if load_spec(resolve(p)).name == pipeline), None)
+    return None

@@ -40,7 +40,10 @@ _DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def shown(value: object, limit: int = 60) -> str:
-    """``repr(value)`` cut to ``limit`` characters: a refusal names the bad value without echoing megabytes."""
+    """``repr(value)`` cut to ``limit`` characters: a refusal names the bad value without echoing megabytes
+    (nothing given: ``(empty)``, never Python's ``None``)."""
+    if value is None or value == "":
+        return "(empty)"
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 

@@ -8,6 +8,7 @@ the bad value and what is allowed.
 from __future__ import annotations
 
 import re
+from datetime import date
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -217,6 +218,35 @@ class Quality(_Model):
     suite: str
 
 
+class Alerts(_Model):
+    """Where a pipeline's alerts go (failed quality checks, the stream owner's crash loop or lag, a failed
+    reprocessing): Airflow connection ids. The project-wide default has the same fields
+    (``include/alerts.yaml``, :mod:`streamjoin.core.alerts`); a spec's ``alerts:`` replaces it."""
+
+    #: an HTTP connection; the alert is POSTed to it as JSON
+    webhook_conn_id: str | None = None
+    #: path appended to the webhook connection's URL
+    webhook_endpoint: str | None = None
+    #: an SMTP connection; needs ``to``
+    smtp_conn_id: str | None = None
+    to: list[str] = []
+    #: sender; default: the SMTP connection's ``from_email`` extra
+    from_email: str | None = None
+
+    @model_validator(mode="after")
+    def _smtp_needs_recipients(self) -> Alerts:
+        if self.smtp_conn_id and not self.to:
+            raise ValueError(f"smtp_conn_id {self.smtp_conn_id!r} needs 'to' (the recipients)")
+        return self
+
+
+class Backfill(_Model):
+    """The daily backfill DAG: ``start`` is the first day its catchup runs (default: none, only the latest day
+    runs once the DAG is unpaused; days before the topics' first record are skipped either way)."""
+
+    start: date | None = None
+
+
 class PipelineSpec(_Model):
     """One join pipeline: inputs, the join, an optional aggregation, outputs and the dead-letter topic."""
 
@@ -230,6 +260,9 @@ class PipelineSpec(_Model):
     dead_letter_topic: TopicName
     trigger: Trigger = Trigger()
     quality: Quality | None = None
+    #: where alerts go; default: the project's (``include/alerts.yaml``)
+    alerts: Alerts | None = None
+    backfill: Backfill = Backfill()
     #: where the job keeps its offsets, state and lease: a Hadoop filesystem URI of this pipeline's own
     #: folder (``hdfs://namenode:8020/streamjoin/clicks``, ``s3a://bucket/...``, ``file:///...``); default:
     #: ``var/checkpoints/<name>`` on the machine that runs the driver

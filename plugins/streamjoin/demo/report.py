@@ -43,6 +43,19 @@ def latest_check(spec: PipelineSpec, home: Path | None = None) -> CheckResult | 
     return None
 
 
+def alerts_line(spec: PipelineSpec, home: Path) -> str:
+    """Where the pipeline's alerts go, and how many the loopback receiver got (``var/alerts/received.jsonl``)."""
+    from streamjoin.core.alerts import alerts_for, describe
+    from streamjoin.localdev.alert_sink import DEFAULT_OUT
+
+    received = home / DEFAULT_OUT.relative_to(DEFAULT_OUT.parents[2])
+    count = len(received.read_text().splitlines()) if received.exists() else 0
+    return (
+        f"alerts go to {describe(alerts_for(spec, home))} (include/alerts.yaml); "
+        f"the loopback receiver holds {count} in {received}"
+    )
+
+
 def final_report(home: Path) -> str:
     spec = load_spec(home / SPEC)
     assert spec.aggregate is not None
@@ -60,6 +73,7 @@ def final_report(home: Path) -> str:
     else:
         lines.append(f"quality check of {check.day} ({check.partition_path}): {check.summary()}")
         lines.append(f"Data Docs: {check.data_docs_url}")
+    lines.append(alerts_line(spec, home))
     if sink.files:
         lines.append(f"changelog files (Parquet): {resolve(sink.files.path, home)}")
     lines += [

@@ -20,6 +20,8 @@ from typing import Any
 
 RESULT_FILE = "_CHECK_RESULT.json"
 QUARANTINE_FILE = "_QUARANTINED"
+#: the outcome a day without output rows fails on (its other checks are not run)
+ROW_COUNT = "row_count"
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,8 @@ class CheckResult:
     def summary(self) -> str:
         status = "passed" if self.success else "FAILED"
         text = f"{self.pipeline} {self.target} {self.day}: {status}"
+        if self.row_count == 0 and not self.success:
+            return f"{text}: 0 rows (the day has no output; was there input for it?)"
         if self.blocking_failed:
             text += f"; blocking: {', '.join(self.blocking_failed)}"
         if self.warnings:

@@ -34,6 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamjoin.quality.results import (
+    ROW_COUNT,
     CheckResult,
     ExpectationOutcome,
     quarantine,
@@ -122,6 +123,8 @@ def validate_dataframe(
     prepared = with_check_columns(df, plan).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         row_count = prepared.count()
+        if row_count == 0:
+            return empty_result(plan, run_id=run_id, partition_path=partition_path)
         context = _context(docs)
         batch_definition = (
             context.data_sources.add_spark(name=plan.pipeline, persist=False)
@@ -175,9 +178,12 @@ def check_partition(
     :param docs_url: maps the local Data Docs URL to the one people can open (alerts, status page)
     """
     partition = Path(partition)
-    result = validate_dataframe(
-        spark.read.parquet(str(partition)), plan, docs_dir=docs_dir, run_id=run_id, partition_path=str(partition)
-    )
+    if not any(p.is_file() and not p.name.startswith(("_", ".")) for p in partition.rglob("*")):
+        result = empty_result(plan, run_id=run_id, partition_path=str(partition))  # Spark cannot read "nothing"
+    else:
+        result = validate_dataframe(
+            spark.read.parquet(str(partition)), plan, docs_dir=docs_dir, run_id=run_id, partition_path=str(partition)
+        )
     if docs_url is not None and result.data_docs_url:
         result = dataclasses.replace(result, data_docs_url=docs_url(result.data_docs_url))
     write_check_result(result, partition)
@@ -186,6 +192,21 @@ def check_partition(
     else:
         quarantine(partition, result)
     return result
+
+
+def empty_result(plan: CheckPlan, *, run_id: str, partition_path: str | None) -> CheckResult:
+    """The verdict on a day without output rows: it fails as "0 rows" (the suite's checks have nothing to
+    measure; GX would report a match rate of null)."""
+    return CheckResult.from_outcomes(
+        pipeline=plan.pipeline,
+        target=plan.target.value,
+        day=plan.day.isoformat(),
+        expectations=[ExpectationOutcome(ROW_COUNT, "row_count", False, 0, True, "the day has at least one row")],
+        run_id=run_id,
+        row_count=0,
+        partition_path=partition_path,
+        suite_file=plan.suite_file,
+    )
 
 
 def _outcomes(plan: CheckPlan, validation: dict[str, Any]) -> list[ExpectationOutcome]:

@@ -3,14 +3,14 @@
 The input topics are read with Spark's Kafka batch source between offsets found by timestamp (see
 ``core/backfill.py``), processed from empty state in micro-batches cut by event time as the streaming job
 cuts them (``core/batch_plan.py``: the same output as one batch, in bounded memory), and the results
-whose timestamp lies in the day are written to ``<files.path>/daily/date=D/``: first into a hidden
+whose timestamp lies in the day are written to ``<files.path>/daily/date=D/`` (``--stage``: to
+``daily/_staging/date=D/``, for its quality check to decide, ``core/publish.py``): first into a hidden
 directory beside it, then swapped in with renames. A re-run replaces the day; a killed run leaves the
 previous partition in place (a half-written directory is never visible under the partition's name).
 """
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -23,9 +23,10 @@ from streamjoin.core.backfill import BackfillPlan, partition_location
 from streamjoin.core.batch_plan import by_topic, plan_batch
 from streamjoin.core.ordering import source_orders
 from streamjoin.core.plans import durable_root, location
+from streamjoin.core.publish import PAUSE_ENV, staged_location, staging_path, swap_in
 from streamjoin.core.repartition import join_view
 from streamjoin.core.spec import PipelineSpec
-from streamjoin.core.storage import Storage, join
+from streamjoin.core.storage import join
 from streamjoin.kafka.client_config import KafkaTarget
 from streamjoin.kafka.clients import offsets_for_time
 from streamjoin.kafka.offsets import KafkaOffsets
@@ -34,8 +35,7 @@ from streamjoin.spark.hadoop_storage import storage_for
 from streamjoin.spark.sinks import file_rows
 from streamjoin.spark.source import read_offsets
 
-#: test knob: seconds to wait between writing the new day aside and swapping it in (to kill a run there)
-PAUSE_ENV = "STREAMJOIN_REPROCESS_PAUSE_BEFORE_SWAP"
+__all__ = ["PAUSE_ENV", "DayResult", "reprocess_day", "topic_ranges"]
 
 
 @dataclass(frozen=True)
@@ -94,11 +94,13 @@ def reprocess_day(
     *,
     home: Path,
     dry_run: bool = False,
+    stage: bool = False,
 ) -> DayResult:
     """Run ``plan``'s day through :func:`process_batch` in micro-batches of the spec's
     ``max_offsets_per_trigger``, cut by event time as the streaming job cuts them (the same output for any
     size, memory bounded by the batch); publish the enriched output (and the aggregate's updates of the
-    day) unless ``dry_run``."""
+    day) unless ``dry_run``; with ``stage``, into ``daily/_staging/date=D`` instead, for its check to decide
+    (``core/publish.py``)."""
     started = time.monotonic()
     spec = join_view(spec)  # a repartitioned input is read from its internal topic, as the stream read it
     result = DayResult(day=plan.day.isoformat(), dry_run=dry_run)
@@ -108,15 +110,13 @@ def reprocess_day(
     earliest = kafka.earliest([tp for tp, o in begin.items() if o < 0])
     begin = {tp: earliest.get(tp, o) for tp, o in begin.items()}
     end = {(r.topic, p): o for r in ranges for p, o in r.ending.items()}
+    where = staged_location if stage else partition_location
     targets: dict[str, tuple[str, str]] = {}
     if spec.output.files:
-        targets["enriched"] = (
-            partition_location(location(spec.output.files.path, home), plan.day),
-            spec.output.files.format,
-        )
+        targets["enriched"] = (where(location(spec.output.files.path, home), plan.day), spec.output.files.format)
     if spec.aggregate is not None and spec.aggregate.output.files:
         files = spec.aggregate.output.files
-        targets["aggregate"] = (partition_location(location(files.path, home), plan.day), files.format)
+        targets["aggregate"] = (where(location(files.path, home), plan.day), files.format)
     storages = {name: storage_for(spark, target) for name, (target, _) in targets.items()}
     staged = {name: staging_path(storages[name], target) for name, (target, _) in targets.items()}
     in_day = (F.col("ts") >= F.lit(plan.start_ms)) & (F.col("ts") < F.lit(plan.end_ms))
@@ -160,58 +160,7 @@ def reprocess_day(
     return result
 
 
-def _parent(target: str) -> str:
-    return target.rstrip("/").rsplit("/", 1)[0]
-
-
-def _beside(target: str, name: str) -> str:
-    return join(_parent(target), name)
-
-
-def _name(target: str) -> str:
-    return target.rstrip("/").rsplit("/", 1)[-1]
-
-
-def staging_path(storage: Storage, target: str) -> str:
-    """A fresh hidden directory beside ``target`` for its new content (after cleaning up a killed run's)."""
-    recover(storage, target)
-    return _beside(target, f".{_name(target)}.new-{uuid.uuid4().hex[:8]}")
-
-
 def write_staged(frame: DataFrame, staging: str, fmt: str) -> None:
     """Add ``frame`` to the staged content (one batch of the day)."""
     writer = frame.coalesce(max(1, frame.rdd.getNumPartitions() // 4)).write.mode("append")
     writer.json(staging) if fmt == "json" else writer.parquet(staging)
-
-
-def swap_in(storage: Storage, staging: str, target: str) -> None:
-    """Rename the old partition aside, the staged one in, then delete the old one. A killed run leaves
-    either the old or the new partition under the target's name (:func:`recover` tidies up)."""
-    pause = float(os.environ.get(PAUSE_ENV, "0") or 0)
-    if pause:
-        print(f"streamjoin reprocess staged {staging}; swapping in {pause}s", flush=True)
-        time.sleep(pause)
-    old = _beside(staging, _name(staging).replace(".new-", ".old-"))
-    if storage.exists(target):
-        storage.rename(target, old)
-    if storage.exists(staging):  # (a day without any result has nothing staged)
-        storage.rename(staging, target)
-    storage.delete(old)
-
-
-def recover(storage: Storage, target: str) -> None:
-    """Undo what a killed run left: drop staged directories; if the partition was renamed aside but the
-    new one never swapped in, put the old one back."""
-    parent, name = _parent(target), _name(target)
-    siblings = storage.children(parent)
-    if not siblings:
-        storage.mkdirs(parent)
-        return
-    for staged in siblings:
-        if staged.startswith(f".{name}.new-"):
-            storage.delete(join(parent, staged))
-    for old in sorted(s for s in siblings if s.startswith(f".{name}.old-")):
-        if not storage.exists(target):
-            storage.rename(join(parent, old), target)
-        else:
-            storage.delete(join(parent, old))

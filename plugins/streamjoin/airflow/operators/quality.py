@@ -27,11 +27,13 @@ class QualityCheckFailed(AirflowFailException):
     Notifiers read :attr:`check_result` from the failure callback's ``exception``.
     """
 
-    def __init__(self, result: CheckResult) -> None:
+    def __init__(self, result: CheckResult, consequence: str | None = None) -> None:
         self.check_result = result
-        super().__init__(
-            f"{result.summary()}; partition {result.partition_path} quarantined; Data Docs: {result.data_docs_url}"
-        )
+        #: what became of the day (alerts say it): default "day quarantined"
+        self.consequence = consequence or "day quarantined"
+        docs = f"; Data Docs: {result.data_docs_url}" if result.data_docs_url else ""
+        where = consequence or f"partition {result.partition_path} quarantined"
+        super().__init__(f"{result.summary()}; {where}{docs}")
 
 
 class DataQualityOperator(BaseOperator):
@@ -119,6 +121,18 @@ class DataQualityOperator(BaseOperator):
         self._spark: Any = None
 
     def execute(self, context: Any) -> dict[str, Any]:
+        result = self.check(context, resolve(self.partition_path))
+        if not result.success:
+            raise QualityCheckFailed(result)  # the partition is quarantined; the outlet is not updated
+        return {
+            "success": True,
+            "warnings": result.warnings,
+            "result_file": str(resolve(self.partition_path) / RESULT_FILE),
+            "data_docs_url": result.data_docs_url,
+        }
+
+    def check(self, context: Any, partition: Path) -> CheckResult:
+        """Validate ``partition`` and record the verdict in it (``_CHECK_RESULT.json``, ``_QUARANTINED``)."""
         spec_file = resolve(self.spec_path)
         spec = load_spec(spec_file)
         suite_file = resolve(self.suite_path) if self.suite_path else default_suite_path(spec_file, spec.name)
@@ -131,7 +145,6 @@ class DataQualityOperator(BaseOperator):
             left_input_count=_optional_int(self.left_input_count),
             suite_file=str(suite_file),
         )
-        partition = resolve(self.partition_path)
         if not partition.is_dir():
             # not a quality verdict: the job may still be writing; a retry can help
             raise FileNotFoundError(f"partition {partition} does not exist: has the join job written {day}?")
@@ -156,15 +169,8 @@ class DataQualityOperator(BaseOperator):
             getattr(self.log, level)(
                 "%s failed (%s): observed %s -- %s", outcome.name, level, outcome.observed_text(), outcome.description
             )
-        self.log.info("%s; Data Docs: %s", result.summary(), result.data_docs_url)
-        if not result.success:
-            raise QualityCheckFailed(result)  # the partition is quarantined; the outlet is not updated
-        return {
-            "success": True,
-            "warnings": result.warnings,
-            "result_file": str(partition / RESULT_FILE),
-            "data_docs_url": result.data_docs_url,
-        }
+        self.log.info("%s; Data Docs: %s", result.summary(), result.data_docs_url or "(none)")
+        return result
 
     def _session(self) -> Any:
         from streamjoin.spark.session import build_session

@@ -1,5 +1,11 @@
 """Reprocess a past day of a pipeline: plan it, check Kafka still holds its range, spark-submit the batch job.
 
+A pipeline with a quality suite (:func:`checked_before_publishing`) has the day *staged* in
+``daily/_staging/date=D``; the next task (``CheckAndPublishDayOperator``, operators/publish_day.py) checks it
+and publishes it only if it passes. Without a suite the job publishes the day itself. Either way one run at
+a time reprocesses a pipeline-day (``streamjoin.core.publish.DayLock``), and a day whose input topics hold
+no record of it is skipped with a warning (nothing published).
+
 Values from a trigger form reach spark-submit only as separate list arguments (never a shell string), and
 ``day`` must parse as a date before anything runs.
 """
@@ -31,7 +37,9 @@ from streamjoin.core.plans import (
     resolve,
     secrets_dir,
 )
-from streamjoin.core.spec import PipelineSpec, load_spec
+from streamjoin.core.publish import DayBusy, DayLock, lock_location
+from streamjoin.core.spec import PipelineSpec, Role, load_spec
+from streamjoin.core.storage import LocalStorage
 from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 
 REPROCESS_JOB = "jobs/reprocess_day.py"
@@ -45,6 +53,47 @@ def daily_asset(spec: PipelineSpec, home: Path = PROJECT_HOME) -> Asset | None:
     return Asset(name=f"streamjoin_{spec.name}_daily", uri=f"file://{root}", group="streamjoin")
 
 
+def checked_before_publishing(spec: PipelineSpec) -> bool:
+    """Is a reprocessed day of ``spec`` staged and checked before it is published (it has a quality suite and
+    file output)? Then the check task publishes it and carries the day's asset; else reprocessing does."""
+    return spec.quality is not None and spec.output.files is not None
+
+
+def day_lock(spec: PipelineSpec, day: date, home: Path = PROJECT_HOME) -> DayLock | None:
+    """The lock of a pipeline-day (None: the pipeline writes no files, nothing to publish)."""
+    if spec.output.files is None:
+        return None
+    return DayLock(LocalStorage(), lock_location(str(resolve(spec.output.files.path, home)), day), spec.name, day)
+
+
+def run_is_active(context: Any) -> Any:
+    """``(dag_id, run_id) -> bool`` through the task's API client: is that run still queued or running?"""
+    ti = context.get("ti")
+
+    def active(dag_id: str, run_id: str) -> bool:
+        try:
+            state = ti.get_dagrun_state(dag_id, run_id)
+        except Exception:  # the run is gone (deleted): nothing holds the day
+            return False
+        return str(state).lower().rsplit(".", 1)[-1] in ("queued", "running")
+
+    return active
+
+
+def input_records_of_day(kafka: KafkaTarget, spec: PipelineSpec, plan: BackfillPlan) -> dict[str, int]:
+    """Per input topic that drives the output (stream inputs; every input when there is none): how many of
+    its records Kafka finds by timestamp within the day (offsets-for-time of day start and day end)."""
+    from streamjoin.kafka.clients import offsets_for_time
+
+    streams = [r for r in plan.reads if r.role is Role.STREAM] or list(plan.reads)
+    counts = {}
+    for read in streams:
+        first = offsets_for_time(kafka, read.topic, plan.start_ms)
+        after = offsets_for_time(kafka, read.topic, plan.end_ms)
+        counts[read.topic] = sum(max(0, after[p] - first.get(p, after[p])) for p in after)
+    return counts
+
+
 def plan_reprocess(
     spec: PipelineSpec,
     spec_path: str | Path,
@@ -53,6 +102,7 @@ def plan_reprocess(
     jars: list[str],
     *,
     dry_run: bool = False,
+    stage: bool = False,
     home: Path = PROJECT_HOME,
     py_files: Sequence[str] = (),
 ) -> SubmitPlan:
@@ -63,6 +113,8 @@ def plan_reprocess(
         args += ["--day", parse_day(day).isoformat()]
     if dry_run:
         args.append("--dry-run")
+    if stage:
+        args.append("--stage")
     return job_plan(f"streamjoin-reprocess-{spec.name}", home / REPROCESS_JOB, args, kafka_args, spec, jars,
                     py_files=py_files, conf={"spark.ui.enabled": "false"})  # fmt: skip
 
@@ -91,8 +143,10 @@ def retention_facts(kafka: KafkaTarget, topics: Iterable[str], timeout: float = 
 
 
 class ReprocessDayOperator(SpecLineageMixin, BaseOperator):
-    """Recompute one past day of a pipeline with the streaming job's code and publish it atomically under
-    ``<output files>/daily/date=D/``; emits an asset event (extra: pipeline, day, path) unless ``dry_run``.
+    """Recompute one past day of a pipeline with the streaming job's code. A pipeline checked before
+    publishing (:func:`checked_before_publishing`) gets the day staged for the check task, which then holds
+    the day's lock; any other is published atomically under ``<output files>/daily/date=D/`` with an asset
+    event (extra: pipeline, day, path) unless ``dry_run``. A day without input records is skipped.
 
     :param spec_path: pipeline spec, relative to the project home or absolute (templated)
     :param day: ``YYYY-MM-DD`` (templated)
@@ -117,38 +171,82 @@ class ReprocessDayOperator(SpecLineageMixin, BaseOperator):
         self._launcher: Any = None
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
         from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
-        from streamjoin.airflow.launcher import SparkJobLauncher, spark_target
 
         spec = load_spec(resolve(self.spec_path))
         dry_run = bool(self.count_only) and str(self.count_only).lower() not in ("false", "0")
         plan: BackfillPlan = plan_day(spec, self.day)
         kafka = StreamJoinKafkaHook(self.kafka_conn_id).checked_config()
         check_retention(plan, retention_facts(kafka, [r.topic for r in plan.reads]))
+        found = input_records_of_day(kafka, spec, plan)
+        if not any(found.values()):
+            topics = ", ".join(sorted(found))
+            self.log.warning("%s %s: no input records in the day on %s: nothing to reprocess, nothing published",
+                             spec.name, plan.day, topics)  # fmt: skip
+            raise AirflowSkipException(f"{spec.name} {plan.day}: no input records on {topics}; nothing published")
+        stage = checked_before_publishing(spec) and not dry_run
+        lock = None if dry_run else day_lock(spec, plan.day)
+        run = (str(getattr(context.get("dag"), "dag_id", None) or context["ti"].dag_id), str(context.get("run_id")))
+        if lock is not None:
+            try:
+                lock.acquire(*run, run_is_active(context))
+            except DayBusy as exc:
+                raise AirflowFailException(str(exc)) from None
+        try:
+            outcome = self._reprocess(context, spec, plan, kafka, dry_run=dry_run, stage=stage)
+        except BaseException:
+            if lock is not None:
+                lock.release(*run)
+            raise
+        if lock is not None and not stage:
+            lock.release(*run)
+        return outcome
+
+    def _reprocess(
+        self, context: Any, spec: PipelineSpec, plan: BackfillPlan, kafka: Any, *, dry_run: bool, stage: bool
+    ) -> dict[str, Any]:
+        from streamjoin.airflow.launcher import SparkJobLauncher, spark_target
+        from streamjoin.core.publish import staged_location
+
         submit = plan_reprocess(spec, self.spec_path, kafka.job_arguments(secrets_dir()), [plan.day], connector_jars(),
-                                dry_run=dry_run, py_files=[str(package_zip())])  # fmt: skip
-        self.log.info("reprocessing %s %s", spec.name, plan.day)
+                                dry_run=dry_run, stage=stage, py_files=[str(package_zip())])  # fmt: skip
+        self.log.info("reprocessing %s %s%s", spec.name, plan.day, " (staged for its quality check)" if stage else "")
         self._launcher = SparkJobLauncher(submit, spark_target(self.spark_conn_id))
         self._launcher.run(self.log)
         outcome: dict[str, Any] = {"pipeline": spec.name, "day": plan.day.isoformat(), "dry_run": dry_run}
         if dry_run or spec.output.files is None:
             self.log.info("progress: %s %s done (dry run: nothing written)", spec.name, plan.day)
             return outcome
-        path = partition_path(resolve(spec.output.files.path), plan.day)
+        files = str(resolve(spec.output.files.path))
+        if stage:
+            outcome["staged"] = staged_location(files, plan.day)
+            self.log.info("progress: %s %s staged at %s; its check decides whether it is published",
+                          spec.name, plan.day, outcome["staged"])  # fmt: skip
+            return outcome
+        path = partition_path(files, plan.day)
         if not path.is_dir():
             raise RuntimeError(f"the reprocessing job ended but {path} is missing")
         outcome["path"] = str(path)
-        asset = daily_asset(spec)
-        events = context.get("outlet_events")
-        if asset is not None and events is not None:
-            for outlet in self.outlets:
-                if getattr(outlet, "name", None) == asset.name:
-                    events[outlet].extra = {**outcome}
-                elif type(outlet).__name__ == "AssetAlias":
-                    events[outlet].add(asset, extra={**outcome})
+        emit_day_event(context, self.outlets, spec, outcome)
         self.log.info("progress: %s %s published at %s", spec.name, plan.day, path)
         return outcome
 
     def on_kill(self) -> None:
         if self._launcher is not None:
             self._launcher.kill()
+
+
+def emit_day_event(context: Any, outlets: Iterable[Any], spec: PipelineSpec, extra: dict[str, Any]) -> None:
+    """The day's asset event: on the pipeline's daily asset if it is an outlet, through an alias outlet
+    otherwise (an asset outlet gets its event from Airflow when the task succeeds; this sets its extra)."""
+    asset = daily_asset(spec)
+    events = context.get("outlet_events")
+    if asset is None or events is None:
+        return
+    for outlet in outlets:
+        if getattr(outlet, "name", None) == asset.name:
+            events[outlet].extra = {**extra}
+        elif type(outlet).__name__ == "AssetAlias":
+            events[outlet].add(asset, extra={**extra})
