@@ -1,9 +1,13 @@
-"""The "Stream jobs" pages in a real browser: a real job launched by its owner, a real Airflow api-server
-(started here, on a copy of the test metadata DB with the action DAGs serialized into it, users ``admin``
-and ``viewer``), headless Debian Chromium driven by Playwright. One job serves every check: its history
-file, the list and the pipeline's page (charts with the job's points, links, Data Docs), the actions
-(real DAG runs in the metadata DB, read back through Airflow's REST API), a viewer's 403, a form without
-its CSRF token. Screenshots go to var/screenshots/ and are checked (PNG, size, colours of the charts)."""
+"""The "Stream jobs" pages in a real browser, inside Airflow's own UI: a real job launched by its owner, a real
+Airflow api-server (started here, on a copy of the test metadata DB with the action DAGs serialized into it,
+users ``admin`` and ``viewer``), headless Debian Chromium driven by Playwright. One job serves every check:
+its history file; a logged-out browser sent to Airflow's login page, then logged in through it; the list and
+the pipeline's page in Airflow's frame (charts with the job's points, the last check); each link clicked in the
+frame opening its target (Airflow's pages in place of the UI, the Spark UI in a tab, Data Docs in the frame);
+the actions (real DAG runs in the metadata DB, read back through Airflow's REST API) and a past day triggered
+from the reprocess DAG's own form; a viewer's 403, a form without its CSRF token; the list reloading itself.
+No scheduler runs: the runs stay queued. Screenshots go to var/screenshots/ and are checked (PNG, size,
+colours of the charts)."""
 
 from __future__ import annotations
 
@@ -276,6 +280,23 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
             dags = ("streamjoin_stop_redeploy", "streamjoin_reprocess")
             assert [len(runs(server, dag, name)) for dag in dags] == [1, 1]  # nothing more was triggered
             assert files.driver_alive()  # the stop run waits for a scheduler: the job still runs
+
+            # a past day from the reprocess DAG's own trigger form in Airflow's UI (its Params: the pipeline,
+            # yesterday by default); the run waits for a scheduler
+            past = (datetime.now(UTC).date() - timedelta(days=2)).isoformat()
+            page.goto(f"{server.url}/dags/streamjoin_reprocess")
+            page.get_by_role("button", name="Trigger").first.click(timeout=60_000)
+            form = page.get_by_role("dialog")
+            assert form.locator("input[name=element_pipeline]").input_value(timeout=60_000) == name
+            assert form.locator("input[name=element_start]").input_value() == yesterday
+            form.locator("input[name=element_start]").fill(past)
+            form.locator("input[name=element_end]").fill(past)
+            form.get_by_role("button", name="Trigger").click()
+            wait_for(lambda: len(runs(server, "streamjoin_reprocess", name)) == 2, 60, "the run of the trigger form")
+            (from_form,) = [r for r in runs(server, "streamjoin_reprocess", name) if r["conf"]["start"] == past]
+            assert from_form["conf"] == {"pipeline": name, "start": past, "end": past, "overwrite": True,
+                                         "force": False, "dry_run": False}, from_form["conf"]  # fmt: skip
+            assert from_form["triggering_user_name"] == "admin"
 
             page.goto(f"{server.url}/")  # the Airflow UI links the page from its Browse menu
             page.get_by_role("button", name="Browse").click(timeout=60_000)
