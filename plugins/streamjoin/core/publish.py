@@ -120,7 +120,7 @@ def swap_in(storage: Storage, staging: str, target: str) -> None:
     if pause:
         print(f"streamjoin reprocess staged {staging}; swapping in {pause}s", flush=True)
         time.sleep(pause)
-    recover(storage, target)
+    storage.mkdirs(_parent(target))  # (not recover(): the staging directory may be a sibling it would drop)
     old = _beside(target, f".{_name(target)}.old-{uuid.uuid4().hex[:8]}")
     if storage.exists(target):
         storage.rename(target, old)

@@ -74,11 +74,13 @@ class CheckAndPublishDayOperator(DataQualityOperator):
         self.force, self.count_only = force, dry_run
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from streamjoin.airflow.operators.reprocess import day_lock, emit_day_event
+        from streamjoin.airflow.operators.reprocess import checked_before_publishing, day_lock, emit_day_event
 
         if _true(self.count_only):
             raise AirflowSkipException("dry run: nothing was staged, nothing to check or publish")
         spec = load_spec(resolve(self.spec_path))
+        if not checked_before_publishing(spec):
+            raise AirflowSkipException(f"{spec.name} has no quality suite: reprocess_day published the day itself")
         day = parse_day(str(self.day))
         if spec.output.files is None:
             raise AirflowFailException(f"{spec.name} writes no files: there is no day to check")

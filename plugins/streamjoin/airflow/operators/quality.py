@@ -49,7 +49,8 @@ class DataQualityOperator(BaseOperator):
     :param left_input_count: left input records of the day, for ``left_records_complete`` (templated)
     :param data_docs_dir: root of the Data Docs; each run gets ``<pipeline>/<target>/<day>/<run>/`` (templated)
     :param data_docs_base_url: URL under which ``data_docs_dir`` is served, for links in alerts (templated)
-    :param suite_path: suite file; default ``include/expectations/<pipeline>.yaml`` beside the spec (templated)
+    :param suite_path: suite file; default: the spec's ``quality.suite``, else
+        ``include/expectations/<pipeline>.yaml`` beside the spec (templated)
     :param smtp_conn_id: SMTP connection for alerts (needs ``alert_to``)
     :param alert_to: e-mail recipients (templated)
     :param from_email: sender, else the SMTP connection's ``from_email`` extra
@@ -135,7 +136,12 @@ class DataQualityOperator(BaseOperator):
         """Validate ``partition`` and record the verdict in it (``_CHECK_RESULT.json``, ``_QUARANTINED``)."""
         spec_file = resolve(self.spec_path)
         spec = load_spec(spec_file)
-        suite_file = resolve(self.suite_path) if self.suite_path else default_suite_path(spec_file, spec.name)
+        if self.suite_path:
+            suite_file = resolve(self.suite_path)
+        elif spec.quality is not None:  # the suite the spec names
+            suite_file = resolve(spec.quality.suite)
+        else:
+            suite_file = default_suite_path(spec_file, spec.name)
         day = date.fromisoformat(str(self.day))
         plan = build_check_plan(
             spec,

@@ -153,14 +153,15 @@ class ReprocessDayOperator(SpecLineageMixin, BaseOperator):
     :param dry_run: count only, write nothing (kept as ``count_only``: ``BaseOperator.dry_run`` is a method)
     """
 
-    template_fields: Sequence[str] = ("spec_path", "day", "kafka_conn_id", "spark_conn_id")
+    #: ``count_only`` too: inside a mapped task group its value arrives as a mapped argument, resolved on rendering
+    template_fields: Sequence[str] = ("spec_path", "day", "kafka_conn_id", "spark_conn_id", "count_only")
 
     def __init__(
         self,
         *,
         spec_path: str,
         day: str,
-        dry_run: bool = False,
+        dry_run: bool | str = False,
         kafka_conn_id: str = "streamjoin_kafka_default",
         spark_conn_id: str = "spark_default",
         **kwargs: Any,
