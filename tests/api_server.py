@@ -4,7 +4,10 @@ passwords and a client (:class:`ApiServer`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -63,13 +66,17 @@ class ApiServer:
         user: str | None = None,
         form: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
+        json_body: object | None = None,
     ) -> tuple[int, str]:
-        """(status, body) of a request as ``user`` (a bearer token) or anonymously, with a form body."""
+        """(status, body) of a request as ``user`` (a bearer token) or anonymously, with a form or JSON body."""
         all_headers = {"Authorization": f"Bearer {self.token(user)}"} if user else {}
         data = None
         if form is not None:
             data = urllib.parse.urlencode(form).encode()
             all_headers["Content-Type"] = "application/x-www-form-urlencoded"
+        if json_body is not None:
+            data = json.dumps(json_body).encode()
+            all_headers["Content-Type"] = "application/json"
         request = urllib.request.Request(self.url + path, data, {**all_headers, **(headers or {})}, method=method)
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
@@ -106,9 +113,16 @@ def start_api_server(env: dict[str, str], log_dir: Path, procs: list[subprocess.
 
 
 def stop_api_servers(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Stop each process and what it started (its session's process group: a scheduler's workers too)."""
     for proc in procs:
-        proc.terminate()
+        _signal_group(proc, signal.SIGTERM)
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait(10)
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):  # started with start_new_session: the group is its own
+        os.killpg(proc.pid, sig)

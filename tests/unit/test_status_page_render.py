@@ -18,7 +18,8 @@ from streamjoin.airflow.actions import (
     csrf_token,
 )
 from streamjoin.airflow.status_page import JobPage, Link, render_job, render_jobs
-from streamjoin.core.charts import Series, downsample, line_chart, nice_ceiling, sparkline
+from streamjoin.core.charts import Series, downsample, line_chart, nice_ceiling, segments, sparkline
+from streamjoin.core.job_history import breaks, recent, series
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -32,8 +33,9 @@ def test_a_line_chart_puts_each_point_where_its_time_and_value_are() -> None:
     svg = line_chart("lag", "Lag", [Series("lag", points, "#d62728")], start=1000, end=1100, width=252, height=144)
     root = ET.fromstring(svg)  # well-formed XML
     assert root.attrib["data-chart"] == "lag" and root.attrib["data-points"] == "3"
-    (line,) = root.iter(f"{SVG}polyline")
-    assert line.attrib["data-series"] == "lag" and line.attrib["stroke"] == "#d62728"
+    (group,) = (g for g in root.iter(f"{SVG}g") if g.attrib.get("data-series") == "lag")
+    (line,) = group.iter(f"{SVG}polyline")
+    assert group.attrib["data-points"] == "3" and line.attrib["stroke"] == "#d62728"
     # plot area: x 52..242 (200 px for 100 s), y 22..122 (100 px for 0..10)
     assert _coords(line) == [(52.0, 122.0), (147.0, 72.0), (242.0, 22.0)]
     assert len(list(root.iter(f"{SVG}circle"))) == 3
@@ -48,6 +50,32 @@ def test_points_outside_the_period_are_left_out_and_an_empty_chart_says_so() -> 
     assert empty.attrib["data-points"] == "0"
     assert "no data in this period" in [t.text for t in empty.iter(f"{SVG}text")]
     assert "X <&>" in [t.text for t in empty.iter(f"{SVG}text")]  # escaped in the markup, intact when parsed
+
+
+def test_no_line_is_drawn_across_a_period_without_the_job() -> None:
+    # a job that ran, was down from 130 s to 1000 s, and ran again under a new run id; one long batch of 600 s
+    entries = [{"t": 0.0, "run_id": "a", "lag": 1}, {"t": 60.0, "run_id": "a", "lag": 2},
+               {"t": 130.0, "run_id": "a", "lag": 3}, {"t": 1000.0, "run_id": "b", "lag": 4},
+               {"t": 1700.0, "run_id": "b", "lag": 5, "duration_ms": 600_000},
+               {"t": 2000.0, "run_id": "b", "lag": 6}, {"t": 2040.0, "run_id": "c", "lag": 7}]  # fmt: skip
+    assert breaks(entries) == [1000.0, 2000.0, 2040.0]  # new run; a silence beyond the batch; new run
+    points = series(entries, "lag")
+    assert [len(s) for s in segments(points, breaks(entries))] == [3, 2, 1, 1]
+    svg = line_chart("lag", "Lag", [Series("lag", points, "#000", breaks(entries))], start=0, end=2100)
+    root = ET.fromstring(svg)
+    assert root.attrib["data-points"] == "7" and len(list(root.iter(f"{SVG}polyline"))) == 4
+    spark = ET.fromstring(sparkline(points, breaks=breaks(entries)))
+    assert len(list(spark.iter(f"{SVG}polyline"))) == 4 and spark.attrib["data-points"] == "7"
+
+
+def test_the_rate_says_which_batch_is_running_rather_than_no_batch() -> None:
+    entries = [{"t": 0.0, "batch_id": 4, "input_records": 10}]
+    assert (
+        recent(entries, 1000.0).text(5, running=True)
+        == "no batch in the last 5 min with 5 records waiting, last batch 17 min ago"
+    )
+    assert recent(entries, 1000.0).text(5, True, (5, 700.0)) == "batch 5 running for 12 min, last batch 17 min ago"
+    assert recent(entries, 1000.0).text(5, False, (5, 700.0)).startswith("no batch in the last 5 min")
 
 
 def test_markers_are_dashed_lines_with_a_title() -> None:
@@ -73,7 +101,7 @@ def test_nice_ceiling(value: float, ceiling: float) -> None:
 
 
 def test_sparkline() -> None:
-    root = ET.fromstring(sparkline([(0.0, 0.0), (10.0, 4.0), (20.0, 2.0)], width=102, height=26))
+    root = ET.fromstring(sparkline([(0.0, 0.0), (10.0, 4.0), (20.0, 2.0)], width=102, height=26))  # one stretch
     (line,) = root.iter(f"{SVG}polyline")
     assert _coords(line) == [(1.0, 25.0), (51.0, 1.0), (101.0, 13.0)]
     assert ET.fromstring(sparkline([])).attrib["data-points"] == "0"
@@ -83,15 +111,32 @@ def _row(name: str = "clicks") -> dict[str, object]:
     return {"pipeline": name, "state": "healthy", "reason": "batch 7, lag 0", "last_batch_time": "2026-11-24T10:00:00",
             "batch_id": 7, "input_rows_per_second": 0.0, "processed_rows_per_second": 80.0,
             "recent_text": "idle: caught up, last batch 3 min ago", "lag": {"clicks-topic": 0}, "restarts": 1,
-            "quality": None, "trend": [(0.0, 1.0), (60.0, 3.0)]}  # fmt: skip
+            "quality": None, "quality_verdict": None, "trend": [(0.0, 1.0), (60.0, 3.0)]}  # fmt: skip
 
 
 def test_the_list_links_each_pipeline_and_shows_an_honest_rate() -> None:
     page = render_jobs([_row(), {**_row("<script>"), "reason": "'><b>x"}], "/streamjoin/jobs")
     assert "<a class='detail' href='/streamjoin/jobs/clicks'>clicks</a>" in page
     assert "idle: caught up, last batch 3 min ago" in page and "0.0" not in page
-    assert "<script>" not in page and "&lt;script&gt;" in page and "'><b>x" not in page
+    assert page.count("<script>") == 1 and "&lt;script&gt;" in page and "'><b>x" not in page  # only the page's own
     assert page.count("class='sparkline' data-points='2'") == 2
+    assert "<body data-refresh='30'>" in page and "location.reload()" in page  # reloads itself
+    assert "<body data-refresh='0'>" in render_jobs([_row()], "/streamjoin/jobs", refresh=0)
+
+
+def test_a_never_started_pipeline_says_so_and_a_failed_check_stands_out() -> None:
+    never = {**_row(), "state": "not started", "reason": "the job was never started", "last_batch_time": None,
+             "batch_id": None, "recent_text": "not started", "lag": {}}  # fmt: skip
+    failed = {**_row("bad"), "quality": "bad enriched 2026-11-23: FAILED; blocking: match_rate",
+              "quality_verdict": "FAILED"}  # fmt: skip
+    page = render_jobs([never, failed], "/streamjoin/jobs")
+    assert "batch None" not in page and "<td class='last-batch'>not started</td>" in page
+    assert "<td class='state not-started' title='the job was never started'>not started</td>" in page
+    assert "<span class='quality failed'>bad enriched 2026-11-23: FAILED; blocking: match_rate</span>" in page
+    assert ".quality.failed{color:#fff;background:#c00" in page
+    one = render_job(JobPage(row=never, status={}, history=[], now=1e9, restarts=[], links=[],
+                             jobs_url="/streamjoin/jobs", csrf=""))  # fmt: skip
+    assert "<tr id='summary-last-batch'><th>Last batch</th><td>not started</td></tr>" in one
 
 
 def test_a_pipeline_page_has_its_charts_links_and_action_forms() -> None:
@@ -104,7 +149,9 @@ def test_a_pipeline_page_has_its_charts_links_and_action_forms() -> None:
                             "totals": {"dead_letters": 8}},
         history=history, now=now, restarts=[now - 300],
         links=[Link("dag-runs", "Runs", "/dags/streamjoin_clicks/runs"),
-               Link("spark-ui", "Spark UI", None, "not running")],
+               Link("spark-ui", "Spark UI", None, "not running"),
+               Link("spark", "Spark UI", "http://driver:4040", kind="external"),
+               Link("docs", "Docs", "/streamjoin/data-docs/clicks/x/index.html", kind="frame")],
         jobs_url="/streamjoin/jobs", csrf="tok'en",
         triggered=("streamjoin_stop_redeploy", "manual__<x>", "/dags/streamjoin_stop_redeploy/runs/manual__%3Cx%3E",
                    True),
@@ -114,6 +161,9 @@ def test_a_pipeline_page_has_its_charts_links_and_action_forms() -> None:
     assert page.count("class='marker'") == 5  # the owner's restart, on each chart
     assert "<a id='link-dag-runs' href='/dags/streamjoin_clicks/runs' target='_top'>" in page
     assert "<li id='link-spark-ui'>Spark UI: not running</li>" in page
+    assert "<a id='link-spark' href='http://driver:4040' target='_blank'>" in page
+    assert "<a id='link-docs' href='/streamjoin/data-docs/clicks/x/index.html' target='_self'>" in page
+    assert "id='triggered-run' href='/dags/streamjoin_stop_redeploy/runs/manual__%3Cx%3E' target='_top'" in page
     for action in ("stop", "redeploy", "reprocess"):
         assert f"<form method='post' action='/streamjoin/jobs/clicks/actions/{action}'>" in page
     assert page.count("<input type='hidden' name='csrf' value='tok&#x27;en'>") == 3

@@ -32,17 +32,21 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path as FilePath
 from typing import Annotated, Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, Form, HTTPException, Path, Query, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from streamjoin.airflow.actions import ACTION_DAGS, ActionError, action_request, csrf_token, may_trigger, trigger
-from streamjoin.airflow.status_page import JobPage, Link, render_job, render_jobs
+from streamjoin.airflow.quality_status import quality_status
+from streamjoin.airflow.status_page import REFRESH_SECONDS, JobPage, Link, render_job, render_jobs
+from streamjoin.airflow.ui_paths import DATA_DOCS_PATH, PREFIX
 from streamjoin.core.job_files import PipelineFiles
-from streamjoin.core.job_history import recent, series
+from streamjoin.core.job_history import breaks, recent, series
 from streamjoin.core.metrics import Sample, prometheus_text, samples
 from streamjoin.core.plans import checkpoint_dir, pipeline_dag_ids, resolve
 from streamjoin.core.repartition import join_view
@@ -50,12 +54,13 @@ from streamjoin.core.spec import PipelineSpec, load_spec
 from streamjoin.core.supervision import Policy, observe
 from streamjoin.kafka.client_config import KafkaClientConfig
 
-PREFIX = "/streamjoin"
 KAFKA_CONN_ID = "streamjoin_kafka_default"
 #: how much history the pipeline's page plots (the job keeps about as much: core.job_files.History)
 HISTORY_HOURS = 6.0
 #: the task of a pipeline's DAG that owns the job (dag_factory.pipeline_dag): its logs are the job's
 OWNER_TASK = "own_job"
+#: the state of a pipeline whose job never ran (no driver, no status)
+NOT_STARTED = "not started"
 
 
 def _kafka() -> KafkaClientConfig | None:
@@ -100,35 +105,38 @@ def _pipelines(
 def _row(
     spec: PipelineSpec, files: PipelineFiles, kafka: KafkaClientConfig | None, now: float
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A pipeline's row (state, last batch, input rate of the last minutes, lag, restarts, quality) and its
-    history of the last :data:`HISTORY_HOURS`."""
-    from streamjoin.quality.results import latest_check_result
-
+    """A pipeline's row (state, last batch, input rate of the last minutes or the batch in progress, lag,
+    restarts, quality of the day that changed last) and its history of the last :data:`HISTORY_HOURS`."""
     status, supervisor, driver = files.status(), files.supervisor(), files.driver() or {}
     history = files.history.read(since=now - HISTORY_HOURS * 3600)
     health = observe(files, _latest(kafka, spec), now, Policy())
     lags = health.lag
-    if not driver and status is None:
-        state = "never started"
+    started = bool(driver) or status is not None
+    if not started:
+        state = NOT_STARTED
     elif supervisor.get("gave_up_at") and not files.driver_alive():  # a crash loop: the owner gave up
         state = "failed"
     else:
         state = health.state.value
-    quality = None
-    if spec.output.files:
-        result = latest_check_result(resolve(spec.output.files.path))
-        quality = None if result is None else result.summary()
+    quality = quality_status(resolve(spec.output.files.path)) if spec.output.files else None
     activity = recent(history, now)
     running = state in ("healthy", "lagging", "starting")
+    planned = files.batch_in_progress() if running else None
+    in_progress = None if planned is None else (planned[0], max(0.0, now - planned[1]))
     row = {
-        "pipeline": spec.name, "state": state, "reason": health.reason,
+        "pipeline": spec.name, "state": state, "reason": health.reason if started else "the job was never started",
         "last_batch_time": (status or {}).get("last_batch_time"), "batch_id": (status or {}).get("batch_id"),
         "input_rows_per_second": (status or {}).get("input_rows_per_second"),
         "processed_rows_per_second": (status or {}).get("processed_rows_per_second"),
         "recent": {"seconds": activity.seconds, "batches": activity.batches, "records": activity.records,
                    "rows_per_second": activity.rows_per_second},
-        "recent_text": activity.text(sum(lags.values()) if lags else None, running),
-        "lag": lags, "restarts": len(supervisor.get("restarts", [])), "quality": quality,
+        "recent_text": (activity.text(sum(lags.values()) if lags else None, running, in_progress) if started
+                        else NOT_STARTED),
+        "in_progress": None if in_progress is None else {"batch_id": in_progress[0], "seconds": in_progress[1]},
+        # a job that never ran has no lag of its own (the records on its topics are not behind anything yet)
+        "lag": lags if started else {}, "restarts": len(supervisor.get("restarts", [])),
+        "quality": None if quality is None else quality.text,
+        "quality_verdict": None if quality is None else quality.verdict,
     }  # fmt: skip
     return row, history
 
@@ -208,14 +216,19 @@ def _one(pipeline: str) -> tuple[PipelineSpec, PipelineFiles, KafkaClientConfig 
     return found
 
 
+#: ``?refresh=N``: the page reloads itself every N seconds (0: never)
+Refresh = Annotated[int, Query(ge=0, le=3600)]
+
+
 @app.get("/jobs", response_class=HTMLResponse)
-def jobs_page(user: GetUserDep) -> str:
+def jobs_page(user: GetUserDep, refresh: Refresh = REFRESH_SECONDS) -> str:
     now = time.time()
     rows = []
     for spec, files, kafka in _pipelines(None, readable_by(user)):
         row, history = _row(spec, files, kafka, now)
-        rows.append({**row, "trend": series([e for e in history if now - e["t"] <= 3600], "input_rps")})
-    return render_jobs(rows, _jobs_url())
+        hour = [e for e in history if now - e["t"] <= 3600]
+        rows.append({**row, "trend": series(hour, "input_rps"), "trend_breaks": breaks(hour)})
+    return render_jobs(rows, _jobs_url(), refresh)
 
 
 @app.get("/api/jobs")
@@ -253,24 +266,42 @@ def _latest_run(dag_id: str) -> str | None:
         return None
 
 
-def _data_docs(spec: PipelineSpec) -> Link:
-    """The last quality check's Data Docs: served here when the check wrote them under ``var/data_docs``."""
+def _data_docs_href(pipeline: str, url: str) -> str | None:
+    """The plugin's own URL of a Data Docs page of the pipeline (``/streamjoin/data-docs/<pipeline>/...``):
+    from the local file the check wrote (``file://``, under ``var/data_docs/<pipeline>``) or from a URL of
+    this route already (the check's ``data_docs_base_url``); None for anything else."""
     from streamjoin.airflow.dag_factory import DATA_DOCS
-    from streamjoin.quality.results import data_docs_file, latest_check_result
+    from streamjoin.quality.results import data_docs_file
 
-    result = latest_check_result(resolve(spec.output.files.path)) if spec.output.files else None
-    url = result.data_docs_url if result else None
-    if result is None or not url:
-        return Link("data-docs", "Last Data Docs", None, "no quality check yet" if result is None else "none written")
     local = data_docs_file(url)
-    root = resolve(DATA_DOCS) / spec.name
-    if local is not None and local.resolve().is_relative_to(root.resolve()):
-        relative = local.resolve().relative_to(root.resolve()).as_posix()
-        href = f"{_root()}{PREFIX.strip('/')}/data-docs/{quote(spec.name)}/{quote(relative)}"
-        note = f"({result.day}, {'passed' if result.success else 'FAILED'})"
-        return Link("data-docs", "Last Data Docs", href, note, "_blank")
+    root = (resolve(DATA_DOCS) / pipeline).resolve()
+    if local is not None:
+        if not local.resolve().is_relative_to(root):
+            return None
+        relative = quote(local.resolve().relative_to(root).as_posix())
+    else:
+        marker = f"{DATA_DOCS_PATH}/{quote(pipeline)}/"
+        path = urlsplit(url).path
+        if marker not in path:
+            return None
+        relative = path.split(marker, 1)[1]
+    return f"{_root()}{DATA_DOCS_PATH.strip('/')}/{quote(pipeline)}/{relative}"
+
+
+def _data_docs(spec: PipelineSpec) -> Link:
+    """The Data Docs of the check the page shows (the day that changed last), served here."""
+    status = quality_status(resolve(spec.output.files.path)) if spec.output.files else None
+    result = status.result if status else None
+    url = result.data_docs_url if result else None
+    if status is None or result is None or not url:
+        return Link("data-docs", "Last Data Docs", None, "no quality check yet" if result is None else "none written")
+    href = _data_docs_href(spec.name, url)
+    note = f"({result.day}, {'passed' if result.success else 'FAILED'}"
+    note += ", of the data before it was written again)" if status.verdict == "not checked" else ")"
+    if href is not None:
+        return Link("data-docs", "Last Data Docs", href, note, "frame")
     if url.startswith(("http://", "https://")):
-        return Link("data-docs", "Last Data Docs", url, f"({result.day})", "_blank")
+        return Link("data-docs", "Last Data Docs", url, note, "external")
     return Link("data-docs", "Last Data Docs", None, url)
 
 
@@ -289,7 +320,7 @@ def _links(spec: PipelineSpec, status: dict[str, Any], alive: bool) -> list[Link
         Link("reprocess-runs", "Reprocess runs", f"{root}dags/{ACTION_DAGS['reprocess']}/runs"),
         Link("spark-ui", "Spark UI", spark_ui if alive and spark_ui else None,
              "" if alive and spark_ui else "the job is not running" if not alive else "not reported by the job",
-             "_blank"),
+             "external"),
         _data_docs(spec),
     ]  # fmt: skip
 
@@ -301,6 +332,7 @@ def job_page(
     user: GetUserDep,
     triggered: Annotated[str | None, Query(max_length=100)] = None,
     run: Annotated[str | None, Query(max_length=250)] = None,
+    refresh: Refresh = REFRESH_SECONDS,
 ) -> str:
     """One pipeline's page; ``triggered``/``run`` name the run an action just created."""
     from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
@@ -321,7 +353,7 @@ def job_page(
     page = JobPage(
         row=row, status=status, history=history, now=now, restarts=files.supervisor().get("restarts", []),
         links=_links(spec, status, files.driver_alive()), jobs_url=_jobs_url(),
-        csrf=csrf_token(cookie) if cookie else "", triggered=done, hours=HISTORY_HOURS,
+        csrf=csrf_token(cookie) if cookie else "", triggered=done, hours=HISTORY_HOURS, refresh=refresh,
     )  # fmt: skip
     return render_job(page)
 
@@ -363,10 +395,12 @@ def job_action(
     return RedirectResponse(f"{_jobs_url()}/{quote(pipeline)}?{query}", status_code=303)
 
 
-@app.get("/data-docs/{pipeline}/{path:path}")
-def data_docs(pipeline: Pipeline, path: str, user: GetUserDep) -> FileResponse:
-    """A file of the pipeline's Data Docs (``var/data_docs/<pipeline>/...``); nothing outside it."""
+@app.get("/data-docs/{pipeline}/{path:path}", response_model=None)
+def data_docs(pipeline: Pipeline, path: str, user: GetUserDep) -> FileResponse | HTMLResponse:
+    """A file of the pipeline's Data Docs (``var/data_docs/<pipeline>/...``); nothing outside it. HTML pages
+    without what they would load from CDNs, with a local stylesheet (:mod:`streamjoin.airflow.data_docs`)."""
     from streamjoin.airflow.dag_factory import DATA_DOCS
+    from streamjoin.airflow.data_docs import offline_html
 
     _readable(user, pipeline)
     root = (resolve(DATA_DOCS) / pipeline).resolve()
@@ -374,7 +408,29 @@ def data_docs(pipeline: Pipeline, path: str, user: GetUserDep) -> FileResponse:
     if not target.is_relative_to(root) or not target.is_file():
         raise HTTPException(404, "no such file in the pipeline's Data Docs")
     media = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+    if media == "text/html":
+        html = target.read_text(encoding="utf-8", errors="replace")
+        return HTMLResponse(offline_html(html, f"{_root()}{PREFIX.strip('/')}/static/data-docs.css"))
     return FileResponse(FilePath(target), media_type=media)
+
+
+@app.get("/static/data-docs.css")
+def data_docs_css() -> Response:
+    """The stylesheet served Data Docs pages get instead of Bootstrap from a CDN."""
+    from streamjoin.airflow.data_docs import STYLESHEET
+
+    return Response(STYLESHEET, media_type="text/css", headers={"Cache-Control": "max-age=3600"})
+
+
+@app.exception_handler(StarletteHTTPException)
+async def _login_first(request: Request, exc: StarletteHTTPException) -> Response:
+    """A browser that opens a page without being logged in goes to Airflow's login page, and back here after
+    it; API clients get the 401 as before."""
+    wants_page = request.method == "GET" and "text/html" in request.headers.get("accept", "")
+    if exc.status_code == 401 and wants_page and not request.headers.get("authorization"):
+        here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(f"{_root()}api/v2/auth/login?{urlencode({'next': here})}", status_code=303)
+    return await http_exception_handler(request, exc)
 
 
 @app.get("/metrics", response_class=PlainTextResponse)

@@ -1,6 +1,14 @@
 """The HTML of the Stream jobs pages (the list and one pipeline's page), from data the plugin gathered
-(:mod:`streamjoin.airflow.plugin`). Plain HTML with inline SVG charts (:mod:`streamjoin.core.charts`): no
-JavaScript, nothing loaded from elsewhere. Every value is escaped.
+(:mod:`streamjoin.airflow.plugin`). Plain HTML with inline SVG charts (:mod:`streamjoin.core.charts`) and one
+small inline script (:data:`SCRIPT`: links out of Airflow's frame, auto refresh); nothing loaded from
+elsewhere. Every value is escaped.
+
+Airflow 3.3 shows plugin pages in an iframe sandboxed with ``allow-scripts allow-same-origin allow-forms
+allow-downloads``: no ``allow-top-navigation`` and no ``allow-popups``, so a plain ``target="_top"`` or
+``"_blank"`` link does nothing there. The frame shares Airflow's origin, so the script follows such a link
+from Airflow's own document instead (an anchor added to it and clicked: the navigation is the top page's
+own, which its sandbox-free document may do), the way a link of Airflow's UI would. Opened on its own (not
+framed), the page's links work as plain links.
 """
 
 from __future__ import annotations
@@ -13,12 +21,14 @@ from typing import Any
 from urllib.parse import quote
 
 from streamjoin.core.charts import Series, line_chart, sparkline
-from streamjoin.core.job_history import job_starts, series
+from streamjoin.core.job_history import breaks, job_starts, series
 
 STYLE = (
     "body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
     "padding:.4em .7em;text-align:left;vertical-align:top}.healthy{color:#0a0}.dead,.failed,.stale{color:#c00}"
-    ".lagging,.starting{color:#c80}.charts{display:flex;flex-wrap:wrap;gap:1em}svg.chart{border:1px solid #ddd;"
+    ".lagging,.starting{color:#c80}.not-started{color:#777}"
+    ".quality.failed{color:#fff;background:#c00;padding:.1em .4em;border-radius:3px;font-weight:bold}"
+    ".quality.not-checked{color:#c80}.charts{display:flex;flex-wrap:wrap;gap:1em}svg.chart{border:1px solid #ddd;"
     "background:#fff}svg .title{font-size:12px;font-weight:bold}svg .axis,svg .legend{font-size:10px}"
     "svg .grid{stroke:#eee}svg .marker{stroke:#c00;stroke-dasharray:4 3}svg .empty{font-size:12px;fill:#999}"
     "form{display:inline-block;margin-right:1em}.notice{background:#eef7ee;border:1px solid #9c9;padding:.5em}"
@@ -28,9 +38,55 @@ COLORS = {"input": "#1f77b4", "processed": "#ff7f0e", "lag": "#d62728", "duratio
           "state": "#9467bd", "dead": "#8c564b"}  # fmt: skip
 
 
-def _page(title: str, body: str) -> str:
+#: follows ``_top``/``_blank`` links from Airflow's document when the page is in Airflow's (same-origin) frame,
+#: and reloads the page every ``data-refresh`` seconds unless the user is typing into a form
+SCRIPT = """(function () {
+  var parent = null;
+  try { if (window.top !== window && window.top.location.origin === location.origin) parent = window.top; }
+  catch (e) { parent = null; }
+  if (parent) document.addEventListener('click', function (e) {
+    var a = e.target instanceof Element ? e.target.closest('a[target="_top"], a[target="_blank"]') : null;
+    if (!a || e.defaultPrevented || e.button !== 0) return;
+    e.preventDefault();
+    var link = parent.document.createElement('a');
+    link.href = a.href; link.target = a.target; link.style.display = 'none';
+    if (a.target === '_blank') link.rel = 'noopener';
+    parent.document.body.appendChild(link);
+    link.dispatchEvent(new MouseEvent('click', {cancelable: true, ctrlKey: e.ctrlKey, metaKey: e.metaKey,
+                                                shiftKey: e.shiftKey, altKey: e.altKey}));
+    link.remove();
+  });
+  var refresh = Number(document.body.getAttribute('data-refresh')) || 0, edited = false;
+  document.addEventListener('input', function () { edited = true; });
+  if (refresh > 0) setInterval(function () {
+    var active = document.activeElement;
+    if (!edited && !(active && /^(INPUT|SELECT|TEXTAREA)$/.test(active.tagName))) location.reload();
+  }, refresh * 1000);
+})();"""
+#: how often the pages reload themselves by default (seconds; ``?refresh=N`` changes it, 0 turns it off)
+REFRESH_SECONDS = 30
+
+
+def _page(title: str, body: str, refresh: int = REFRESH_SECONDS) -> str:
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
-            f"<style>{STYLE}</style></head><body>{body}</body></html>")  # fmt: skip
+            f"<style>{STYLE}</style></head><body data-refresh='{int(refresh)}'>{body}"
+            f"<script>{SCRIPT}</script></body></html>")  # fmt: skip
+
+
+def _last_batch(r: Mapping[str, Any], more: str = "") -> str:
+    """``<time> (batch N<more>)``; "not started" or "-" without a batch."""
+    if r["batch_id"] is None:
+        return "not started" if r["state"] == "not started" else "-"
+    return f"{escape(str(r['last_batch_time'] or '-'))} (batch {r['batch_id']}{more})"
+
+
+def _quality(r: Mapping[str, Any]) -> str:
+    """The last quality check; FAILED in red, an unchecked day in amber."""
+    if not r.get("quality"):
+        return "<span class='quality none'>no check yet</span>"
+    verdict = str(r.get("quality_verdict") or "")
+    css = {"FAILED": "failed", "not checked": "not-checked", "passed": "passed"}.get(verdict, "")
+    return f"<span class='quality {css}'>{escape(r['quality'])}</span>"
 
 
 def _lag(lag: Mapping[str, int]) -> str:
@@ -56,35 +112,48 @@ def _when(t: float | None) -> str:
     return "-" if t is None else datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def render_jobs(rows: Sequence[Mapping[str, Any]], jobs_url: str) -> str:
-    """The list: one row per pipeline (``rows`` of ``job_rows``, each with ``recent_text`` and ``trend``
-    points), the name linking to ``{jobs_url}/{pipeline}``."""
+def _css(state: str) -> str:
+    return escape(state.replace(" ", "-"))
+
+
+def render_jobs(rows: Sequence[Mapping[str, Any]], jobs_url: str, refresh: int = REFRESH_SECONDS) -> str:
+    """The list: one row per pipeline (``rows`` of ``job_rows``, each with ``recent_text``, ``trend`` points
+    and ``trend_breaks``), the name linking to ``{jobs_url}/{pipeline}``."""
     body = "".join(
         f"<tr data-pipeline='{escape(r['pipeline'])}'><td><a class='detail' href='{escape(jobs_url)}/"
         f"{quote(r['pipeline'])}'>{escape(r['pipeline'])}</a></td>"
-        f"<td class='state {escape(r['state'])}' title='{escape(r['reason'])}'>{escape(r['state'])}</td>"
-        f"<td class='last-batch'>{escape(str(r['last_batch_time'] or '-'))} (batch {r['batch_id']})</td>"
-        f"<td class='rate'>{escape(r['recent_text'])}</td><td class='trend'>{sparkline(r['trend'])}</td>"
+        f"<td class='state {_css(r['state'])}' title='{escape(r['reason'])}'>{escape(r['state'])}</td>"
+        f"<td class='last-batch'>{_last_batch(r)}</td>"
+        f"<td class='rate'>{escape(r['recent_text'])}</td>"
+        f"<td class='trend'>{sparkline(r['trend'], breaks=r.get('trend_breaks', ()))}</td>"
         f"<td class='lag'>{_lag(r['lag'])}</td><td class='restarts'>{r['restarts']}</td>"
-        f"<td>{escape(r['quality'] or 'no check yet')}</td></tr>"
+        f"<td class='quality-cell'>{_quality(r)}</td></tr>"
         for r in rows
     )  # fmt: skip
     head = ("<tr><th>Pipeline</th><th>State</th><th>Last batch</th><th>Input rate</th><th>Last hour</th>"
             "<th>Lag per topic</th><th>Restarts</th><th>Last quality check</th></tr>")  # fmt: skip
-    return _page("Stream jobs", f"<h2>Stream jobs</h2><table id='stream-jobs'>{head}{body}</table>")
+    return _page("Stream jobs", f"<h2>Stream jobs</h2><table id='stream-jobs'>{head}{body}</table>", refresh)
+
+
+#: where a link opens: a page of Airflow's UI replaces the whole UI (``_top``), a page of elsewhere opens in a
+#: tab of its own (``_blank``: the Spark UI refuses to be framed), a page this plugin serves stays in the frame
+TARGETS = {"airflow": "_top", "external": "_blank", "frame": "_self"}
 
 
 @dataclass(frozen=True)
 class Link:
     """A link of the pipeline's page (``id='link-{key}'``); without ``href`` only the note is shown.
-    ``target``: ``_top`` leaves the Airflow UI's plugin frame for a page of the UI, ``_blank`` opens a page of
-    elsewhere (the Spark UI refuses to be framed)."""
+    ``kind``: ``airflow``, ``external`` or ``frame`` (:data:`TARGETS`)."""
 
     key: str
     label: str
     href: str | None
     note: str = ""
-    target: str = "_top"
+    kind: str = "airflow"
+
+    @property
+    def target(self) -> str:
+        return TARGETS[self.kind]
 
 
 @dataclass(frozen=True)
@@ -102,6 +171,7 @@ class JobPage:
     #: (DAG id, run id, link to the run, whether the DAG is paused) of the run an action just created
     triggered: tuple[str, str, str, bool] | None = None
     hours: float = 6.0
+    refresh: int = REFRESH_SECONDS
 
 
 def charts(history: Sequence[Mapping[str, Any]], now: float, hours: float, restarts: Sequence[float]) -> list[str]:
@@ -109,9 +179,10 @@ def charts(history: Sequence[Mapping[str, Any]], now: float, hours: float, resta
     batch duration, state size, dead letters; job starts and the owner's restarts as markers."""
     start = max(now - hours * 3600, min((float(e["t"]) for e in history), default=now - 3600) - 1)
     marks = [(t, "job started") for t in job_starts(history)] + [(t, "restarted by its owner") for t in restarts]
+    gaps = breaks(history)
 
     def one(label: str, field: str, color: str, scale: float = 1.0) -> list[Series]:
-        return [Series(label, series(history, field, scale), COLORS[color])]
+        return [Series(label, series(history, field, scale), COLORS[color], gaps)]
 
     rates = [*one("input", "input_rps", "input"), *one("processed", "processed_rps", "processed")]
     spec = [
@@ -130,11 +201,11 @@ def render_job(page: JobPage) -> str:
     name = str(r["pipeline"])
     totals = s.get("totals") or {}
     restarts = escape(", ".join(_when(t) for t in page.restarts[-5:]))
-    last = f"{escape(str(r['last_batch_time'] or '-'))} (batch {r['batch_id']}, {s.get('num_input_rows', '-')} rows"
     seconds = s.get("batch_duration_ms")
-    last += f" in {seconds / 1000:,.1f} s)" if isinstance(seconds, int | float) else ")"
+    took = f" in {seconds / 1000:,.1f} s" if isinstance(seconds, int | float) else ""
+    last = _last_batch(r, f", {escape(str(s.get('num_input_rows', '-')))} rows{took}")
     summary = [
-        ("state", "State", f"<span class='state {escape(r['state'])}'>{escape(r['state'])}</span> "
+        ("state", "State", f"<span class='state {_css(r['state'])}'>{escape(r['state'])}</span> "
                            f"({escape(r['reason'])})"),
         ("last-batch", "Last batch", last),
         ("rate", "Input rate", escape(r["recent_text"])),
@@ -146,7 +217,7 @@ def render_job(page: JobPage) -> str:
                                          f"{totals.get('dead_letters', '-')} since the query started"),
         ("restarts", "Restarts by its owner", f"{r['restarts']}" + (f" (last: {restarts})" if restarts else "")),
         ("starts", "Job (re)starts after the first, last 6 h", str(len(job_starts(page.history)))),
-        ("quality", "Last quality check", escape(r["quality"] or "no check yet")),
+        ("quality", "Last quality check", _quality(r)),
     ]  # fmt: skip
     table = "".join(f"<tr id='summary-{k}'><th>{escape(label)}</th><td>{v}</td></tr>" for k, label, v in summary)
     links = "".join(
@@ -159,7 +230,8 @@ def render_job(page: JobPage) -> str:
     notice = ""
     if page.triggered:
         dag_id, run_id, href, paused = page.triggered
-        notice = (f"<p class='notice' id='triggered'>Triggered <a href='{escape(href)}'>{escape(run_id)}</a> of "
+        notice = (f"<p class='notice' id='triggered'>Triggered <a id='triggered-run' href='{escape(href)}' "
+                  f"target='_top'>{escape(run_id)}</a> of "
                   f"{escape(dag_id)}" + (" (the DAG is paused: the run waits until it is unpaused)" if paused else "")
                   + "</p>")  # fmt: skip
     action_url = f"{page.jobs_url}/{quote(name)}/actions"
@@ -182,7 +254,7 @@ def render_job(page: JobPage) -> str:
         f"<h3>Actions</h3><p>Each creates a run of an Airflow DAG (your permissions apply).</p>"
         f"<div id='actions'>{actions}</div>"
     )  # fmt: skip
-    return _page(f"Stream job {name}", body)
+    return _page(f"Stream job {name}", body, page.refresh)
 
 
 def day_before(now: float) -> date:

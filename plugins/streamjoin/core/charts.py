@@ -15,11 +15,28 @@ Point = tuple[float, float]
 
 @dataclass(frozen=True)
 class Series:
-    """One line: its name (legend, ``data-series``), its ``(t epoch s, value)`` points and colour."""
+    """One line: its name (legend, ``data-series``), its ``(t epoch s, value)`` points and colour;
+    ``breaks``: times where the line starts anew (nothing is drawn across the gap before them)."""
 
     label: str
     points: Sequence[Point]
     color: str
+    breaks: Sequence[float] = ()
+
+
+def segments(points: Sequence[Point], breaks: Sequence[float]) -> list[list[Point]]:
+    """``points`` (in time order) cut before the first point at or after each break."""
+    out: list[list[Point]] = []
+    pending = sorted(breaks)
+    for point in points:
+        cut = False
+        while pending and pending[0] <= point[0]:
+            pending.pop(0)
+            cut = True
+        if not out or cut:
+            out.append([])
+        out[-1].append(point)
+    return out
 
 
 def downsample(points: Sequence[Point], max_points: int) -> list[Point]:
@@ -78,9 +95,9 @@ def line_chart(
     height: int = 170,
     max_points: int = 400,
 ) -> str:
-    """An ``<svg class="chart" data-chart=name data-points=N>``: one polyline per series over ``[start, end]``
-    (y from 0 to a round maximum), dots where there are few points, dashed vertical ``markers`` (time, label),
-    axis labels in UTC; "no data" without points."""
+    """An ``<svg class="chart" data-chart=name data-points=N>``: per series a polyline for each stretch
+    between its breaks over ``[start, end]`` (y from 0 to a round maximum), dots where there are few points,
+    dashed vertical ``markers`` (time, label), axis labels in UTC; "no data" without points."""
     left, right, top, bottom = 52, 10, 22, 22
     plot_w, plot_h = width - left - right, height - top - bottom
     end = max(end, start + 1)
@@ -117,9 +134,11 @@ def line_chart(
     for s, points in reversed(shown):
         legend_x -= 8 + 7 * len(s.label)
         parts.append(f"<text x='{legend_x}' y='14' fill='{escape(s.color)}' class='legend'>{escape(s.label)}</text>")
-        coords = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in points)
-        parts.append(f"<polyline data-series='{escape(s.label)}' data-points='{len(points)}' points='{coords}' "
-                     f"fill='none' stroke='{escape(s.color)}' stroke-width='2'/>")  # fmt: skip
+        parts.append(f"<g data-series='{escape(s.label)}' data-points='{len(points)}'>")
+        for stretch in segments(points, s.breaks):
+            coords = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in stretch)
+            parts.append(f"<polyline points='{coords}' fill='none' stroke='{escape(s.color)}' stroke-width='2'/>")
+        parts.append("</g>")
         if len(points) <= 60:
             parts += [f"<circle cx='{x(t):.1f}' cy='{y(v):.1f}' r='2.5' fill='{escape(s.color)}'/>" for t, v in points]
     if not n_points:
@@ -129,17 +148,27 @@ def line_chart(
     return "".join(parts)
 
 
-def sparkline(points: Sequence[Point], *, color: str = "#1f77b4", width: int = 120, height: int = 26) -> str:
-    """A small ``<svg class="sparkline">`` of ``points`` (y from 0 to their maximum), empty without points."""
+def sparkline(
+    points: Sequence[Point],
+    *,
+    breaks: Sequence[float] = (),
+    color: str = "#1f77b4",
+    width: int = 120,
+    height: int = 26,
+) -> str:
+    """A small ``<svg class="sparkline">`` of ``points`` (y from 0 to their maximum; a line per stretch
+    between ``breaks``), empty without points."""
     points = downsample(points, 2 * width)
     if not points:
         return f"<svg class='sparkline' data-points='0' width='{width}' height='{height}'></svg>"
     t0, t1 = points[0][0], points[-1][0]
     top = max(v for _, v in points) or 1.0
-    coords = " ".join(
-        f"{(t - t0) / ((t1 - t0) or 1) * (width - 2) + 1:.1f},{height - 1 - max(0.0, v) / top * (height - 2):.1f}"
-        for t, v in points
-    )
+    lines = "".join(
+        "<polyline points='" + " ".join(
+            f"{(t - t0) / ((t1 - t0) or 1) * (width - 2) + 1:.1f},{height - 1 - max(0.0, v) / top * (height - 2):.1f}"
+            for t, v in stretch
+        ) + f"' fill='none' stroke='{escape(color)}' stroke-width='1.5'/>"
+        for stretch in segments(points, breaks)
+    )  # fmt: skip
     return (f"<svg class='sparkline' data-points='{len(points)}' xmlns='http://www.w3.org/2000/svg' width='{width}' "
-            f"height='{height}'><polyline points='{coords}' fill='none' stroke='{escape(color)}' "
-            "stroke-width='1.5'/></svg>")  # fmt: skip
+            f"height='{height}'>{lines}</svg>")  # fmt: skip

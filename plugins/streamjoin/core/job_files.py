@@ -148,6 +148,18 @@ class PipelineFiles:
     def clear_stop(self) -> None:
         (self.checkpoint / STOP_FILE).unlink(missing_ok=True)
 
+    def batch_in_progress(self) -> tuple[int, float] | None:
+        """(batch id, when it was planned) of the newest batch of the offset log here that is not committed
+        yet; None when every planned batch is done or the offset log lives elsewhere (``checkpoint_location``)."""
+        query = self.checkpoint / QUERY_DIR
+        try:
+            planned = max((int(p.name) for p in (query / "offsets").iterdir() if p.name.isdigit()), default=None)
+            if planned is None or (query / "commits" / str(planned)).exists():
+                return None
+            return planned, (query / "offsets" / str(planned)).stat().st_mtime
+        except OSError:  # no offset log here, or pruned between the listing and the look
+            return None
+
 
 def parse_history(text: str) -> list[dict[str, Any]]:
     """The entries of a history file's text, oldest first; a line that is not a whole JSON object (the last

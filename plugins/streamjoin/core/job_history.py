@@ -10,6 +10,10 @@ from typing import Any
 
 #: the window of the recent rate (seconds)
 RECENT_WINDOW = 300.0
+#: a running job writes an entry at least a minute after the previous one (a batch's, or an idle one:
+#: spark.heartbeat.HISTORY_IDLE_EVERY); a longer silence than this, beyond the batch's own duration, is a
+#: period without a job, which the charts do not draw a line across
+QUIET_GAP = 150.0
 
 Point = tuple[float, float]
 
@@ -36,6 +40,21 @@ def job_starts(entries: Sequence[Mapping[str, Any]]) -> list[float]:
     return starts
 
 
+def breaks(entries: Sequence[Mapping[str, Any]]) -> list[float]:
+    """When the job wrote again after a period with no job: a new run (``run_id``), or a silence longer
+    than :data:`QUIET_GAP` plus the batch's own duration."""
+    out, previous = [], None
+    for entry in sorted(entries, key=lambda e: float(e["t"])):
+        t = float(entry["t"])
+        if previous is not None:
+            run, before = entry.get("run_id"), previous.get("run_id")
+            silence = t - float(previous["t"]) - float(entry.get("duration_ms") or 0) / 1000
+            if (run is not None and before is not None and run != before) or silence > QUIET_GAP:
+                out.append(t)
+        previous = entry
+    return out
+
+
 @dataclass(frozen=True)
 class Recent:
     """The batches of the last ``seconds`` before now: how many, the records they read, since when idle."""
@@ -49,14 +68,18 @@ class Recent:
     def rows_per_second(self) -> float:
         return self.records / self.seconds if self.seconds > 0 else 0.0
 
-    def text(self, lag: int | None, running: bool = True) -> str:
-        """For a person: the rate over the window; without a batch in it, ``idle`` if the job runs and
-        nothing waits (``lag`` 0; None: unknown), else how long since the last batch."""
+    def text(self, lag: int | None, running: bool = True, in_progress: tuple[int, float] | None = None) -> str:
+        """For a person: the rate over the window; without a batch in it, the batch in progress
+        (``(batch id, seconds it has run)``) if there is one, ``idle`` if the job runs and nothing waits
+        (``lag`` 0; None: unknown), else how long since the last batch."""
         minutes = f"{self.seconds / 60:g} min"
         if self.batches:
             return (f"{self.rows_per_second:,.1f} rows/s over the last {minutes} "
                     f"({self.records:,} rows, {self.batches} batch{'es' if self.batches != 1 else ''})")  # fmt: skip
         since = "" if self.last_batch_age is None else f", last batch {_age(self.last_batch_age)} ago"
+        if running and in_progress is not None:
+            batch_id, seconds = in_progress
+            return f"batch {batch_id} running for {_age(seconds)}{since}"
         if running and lag == 0:
             return f"idle: caught up{since}"
         waiting = f" with {lag:,} records waiting" if lag else ""
