@@ -18,7 +18,11 @@ $(UV):
 	bash scripts/fetch-jars.sh
 	touch $@
 
-setup: .venv/.synced .local/jars/.fetched  ## Python deps from the lock file, Java artifacts from Maven Central
+KERNEL_SOURCES := java/kernel/pom.xml $(shell find java/kernel/src -name '*.java' 2>/dev/null)
+.local/jars/kernel/streamjoin-kernel.jar: $(KERNEL_SOURCES) scripts/build-kernel.sh
+	bash scripts/build-kernel.sh
+
+setup: .venv/.synced .local/jars/.fetched .local/jars/kernel/streamjoin-kernel.jar  ## Python deps from the lock file, Java artifacts from Maven Central
 
 browser:  ## Debian's Chromium for the status page's browser test (skipped when present)
 	bash scripts/install-browser.sh

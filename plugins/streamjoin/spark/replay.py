@@ -25,6 +25,7 @@ from streamjoin.core.spec import Format, PipelineSpec
 from streamjoin.core.storage import LocalStorage
 from streamjoin.spark.engine import empty_state, process_batch, state_schemas, state_store
 from streamjoin.spark.events import ORDER
+from streamjoin.spark.kernel import runs_on_kernel, unload
 from streamjoin.spark.state import StateStore
 
 RAW_SCHEMA = T.StructType(
@@ -103,6 +104,8 @@ def replay(
                 emitted += _run(spec, part, out_state, file_order=False, store=store, batch_id=batch_id)
         finally:
             store.close()
+            if runs_on_kernel(spec):
+                unload(spark, str(state_dir) + "/kernel", spec.kafka.partitions)
     return emitted
 
 
