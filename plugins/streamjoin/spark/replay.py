@@ -167,9 +167,12 @@ def _run(
     emitted = frames[0]
     for frame in frames[1:]:
         emitted = emitted.unionByName(frame)
-    rows = emitted.orderBy(*order, "__stage", "__sub").collect()
+    # sorted here, not by Spark: a replay's records are in the driver's memory already, and a Spark sort
+    # costs two jobs (sampling the range bounds, then the sort)
+    rows = sorted(emitted.collect(), key=lambda r: (*(r[c] for c in order), r["__stage"], r["__sub"]))
     result = [{"topic": r["topic"], "key": r["key"], "value": _unjson(r["value_json"]), "ts": r["ts"]} for r in rows]
-    for r in out.dead_letters.orderBy("topic", "partition", "offset").collect():
+    dead = sorted(out.dead_letters.collect(), key=lambda r: (r["topic"], r["partition"], r["offset"]))
+    for r in dead:
         result.append(
             {
                 "topic": spec.dead_letter_topic,
