@@ -17,13 +17,20 @@ PROJECT_HOME = Path(os.environ.get("STREAMJOIN_HOME") or Path(__file__).resolve(
 JOB_FILE = "jobs/stream_join.py"
 
 
+#: the engine kernel's jar, built from ``java/kernel`` by ``make setup`` (scripts/build-kernel.sh)
+KERNEL_JAR = Path(".local") / "jars" / "kernel" / "streamjoin-kernel.jar"
+
+
 def connector_jars(home: Path = PROJECT_HOME) -> list[str]:
-    """Spark's Kafka connector jars, resolved by Maven into ``.local/jars/spark`` (scripts/fetch-jars.sh)."""
+    """The jars every Spark job of the project gets as ``spark.jars``: Spark's Kafka connector, resolved by
+    Maven into ``.local/jars/spark`` (scripts/fetch-jars.sh), and the engine kernel's jar when it is built
+    (``streamjoin.spark.kernel`` says to run ``make setup`` when a batch needs it and it is missing)."""
     directory = home / ".local" / "jars" / "spark"
     jars = sorted(str(p) for p in directory.glob("*.jar"))
     if not any("spark-sql-kafka" in j for j in jars):
         raise FileNotFoundError(f"Spark's Kafka connector is missing in {directory}: run scripts/fetch-jars.sh")
-    return jars
+    kernel = home / KERNEL_JAR
+    return [*jars, str(kernel)] if kernel.is_file() else jars
 
 
 def package_zip(home: Path = PROJECT_HOME) -> Path:

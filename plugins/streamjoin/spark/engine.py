@@ -6,8 +6,10 @@ The streaming job (``jobs/stream_join.py``), batch reprocessing and ``streamjoin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property, partial
+from typing import Any, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -30,6 +32,7 @@ from streamjoin.spark.events import (
     with_batch_order,
     with_file_order,
 )
+from streamjoin.spark.kernel import KERNEL_STATE, join_stream_table, runs_on_kernel
 from streamjoin.spark.projection import is_json_text, joined_value
 from streamjoin.spark.serde import spark_type
 from streamjoin.spark.shapes import spark_shape
@@ -43,16 +46,23 @@ SMALL_STATES = frozenset({"order", "clock"})
 LAYERED_STATES = frozenset({"table"})
 
 
+class Unpersistable(Protocol):
+    def unpersist(self) -> Any: ...
+
+
 def state_store(root: str, storage: Storage) -> StateStore:
     """The store of a pipeline's states under ``root``, each state kept the way its kind is kept best."""
-    return StateStore(root, storage, small=SMALL_STATES, layered=LAYERED_STATES)
+    return StateStore(root, storage, small=SMALL_STATES, layered=LAYERED_STATES, kernel={KERNEL_STATE})
 
 
 def state_schemas(spec: PipelineSpec) -> dict[str, str]:
-    """DDL schema of every state the pipeline carries between batches."""
+    """DDL schema of every state the pipeline carries between batches (the kernel's: its name only)."""
     ltype = spark_type(spec.left.value).simpleString()
     rtype = spark_type(spec.right.value).simpleString()
-    schemas = {"order": ORDER_STATE_SCHEMA} | spark_shape(spec).state_schemas(spec, ltype, rtype)
+    if runs_on_kernel(spec):
+        schemas = {KERNEL_STATE: "kernel"}
+    else:
+        schemas = {"order": ORDER_STATE_SCHEMA} | spark_shape(spec).state_schemas(spec, ltype, rtype)
     if spec.aggregate is not None:
         schemas["agg"] = AGG_STATE_SCHEMA
         if traits(spec.join.shape).table_result:
@@ -62,12 +72,13 @@ def state_schemas(spec: PipelineSpec) -> dict[str, str]:
 
 def empty_state(spark: SparkSession, spec: PipelineSpec) -> dict[str, Any]:
     """The states of a pipeline before its first batch."""
-    return empty_states(spark, state_schemas(spec), LAYERED_STATES)
+    return empty_states(spark, state_schemas(spec), LAYERED_STATES, {KERNEL_STATE})
 
 
 @dataclass(frozen=True)
 class BatchOutput:
-    summary: BatchSummary
+    #: the batch's counts, computed (a Spark job) when first read
+    summary_of: Callable[[], BatchSummary]
     #: the batch's event rows with order columns
     events: DataFrame
     #: join results: key, value, ts, matched, tomb_out, src_*, ORDER, __sub
@@ -79,9 +90,13 @@ class BatchOutput:
     state: dict[str, DataFrame]
     #: frames cached for this batch (first the decoded batch: Kafka is read once); the caller unpersists
     #: them with :meth:`release` once the outputs are written
-    cached: tuple[DataFrame, ...] = ()
+    cached: tuple[Unpersistable, ...] = ()
     #: every key's aggregate rows already sit in one partition in emission order (no sort before a sink)
     aggregates_in_order: bool = False
+
+    @cached_property
+    def summary(self) -> BatchSummary:
+        return self.summary_of()
 
     def release(self) -> None:
         for frame in self.cached:
@@ -89,7 +104,7 @@ class BatchOutput:
 
 
 def process_batch(
-    raw: DataFrame, spec: PipelineSpec, state: dict[str, DataFrame], *, file_order: bool = False
+    raw: DataFrame, spec: PipelineSpec, state: dict[str, Any], *, file_order: bool = False
 ) -> BatchOutput:
     """Run one batch of Kafka-shaped rows (``key, value, topic, partition, offset, ts``).
 
@@ -97,14 +112,22 @@ def process_batch(
         instead of the batch ordering rule.
     """
     decoded = decode_batch(raw, spec).persist()
-    summary = summarize(decoded)
-    events = good_events(with_file_order(decoded) if file_order else with_batch_order(decoded, state["order"]))
     join = spec.join
-    new_state = {"order": partition_max_ts(raw.sparkSession, summary, state["order"])}
-    step = spark_shape(spec).join(events, state, spec, summary)
-    new_state |= step.state
-    results = step.results
-    cached: tuple[DataFrame, ...] = (decoded, *step.cached)
+    cached: tuple[Unpersistable, ...]
+    if runs_on_kernel(spec):
+        kernel = join_stream_table(decoded, spec, state[KERNEL_STATE], file_order=file_order)
+        # the kernel keeps the order's clocks with its table; the batch's counts only when asked for
+        events, results, new_state, cached = decoded, kernel.frame, {}, (decoded, kernel)
+        summary_of: Callable[[], BatchSummary] = partial(summarize, decoded)
+    else:
+        summary = summarize(decoded)
+        summary_of = lambda: summary  # noqa: E731
+        events = good_events(with_file_order(decoded) if file_order else with_batch_order(decoded, state["order"]))
+        new_state = {"order": partition_max_ts(raw.sparkSession, summary, state["order"])}
+        step = spark_shape(spec).join(events, state, spec, summary)
+        new_state |= step.state
+        results = step.results
+        cached = (decoded, *step.cached)
     results = with_joined_value(results, join.joiner, spec.output.value_format)
     dead_letters = rejected_records(decoded)
     aggregates = None
@@ -123,7 +146,7 @@ def process_batch(
         new_state["agg"] = agg.state
         dead_letters = dead_letters.unionByName(_result_letters(agg.null_groups, spec))
     return BatchOutput(
-        summary=summary,
+        summary_of=summary_of,
         events=events,
         results=results.withColumn("key", output_key(F.col("key"), spec)),
         aggregates=aggregates,

@@ -25,6 +25,7 @@ from streamjoin.core.spec import Format, PipelineSpec
 from streamjoin.core.storage import LocalStorage
 from streamjoin.spark.engine import empty_state, process_batch, state_schemas, state_store
 from streamjoin.spark.events import ORDER
+from streamjoin.spark.kernel import runs_on_kernel, unload
 from streamjoin.spark.state import StateStore
 
 RAW_SCHEMA = T.StructType(
@@ -103,6 +104,8 @@ def replay(
                 emitted += _run(spec, part, out_state, file_order=False, store=store, batch_id=batch_id)
         finally:
             store.close()
+            if runs_on_kernel(spec):
+                unload(spark, str(state_dir) + "/kernel", spec.kafka.partitions)
     return emitted
 
 
@@ -164,9 +167,12 @@ def _run(
     emitted = frames[0]
     for frame in frames[1:]:
         emitted = emitted.unionByName(frame)
-    rows = emitted.orderBy(*order, "__stage", "__sub").collect()
+    # sorted here, not by Spark: a replay's records are in the driver's memory already, and a Spark sort
+    # costs two jobs (sampling the range bounds, then the sort)
+    rows = sorted(emitted.collect(), key=lambda r: (*(r[c] for c in order), r["__stage"], r["__sub"]))
     result = [{"topic": r["topic"], "key": r["key"], "value": _unjson(r["value_json"]), "ts": r["ts"]} for r in rows]
-    for r in out.dead_letters.orderBy("topic", "partition", "offset").collect():
+    dead = sorted(out.dead_letters.collect(), key=lambda r: (r["topic"], r["partition"], r["offset"]))
+    for r in dead:
         result.append(
             {
                 "topic": spec.dead_letter_topic,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark import StorageLevel
@@ -45,12 +46,27 @@ _LAYERS = ".layers"
 MAX_LAYERS = 8
 
 
-def empty_states(spark: SparkSession, schemas: dict[str, str], layered: Iterable[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class KernelCheckpoint:
+    """A state the engine kernel keeps in Spark's state store (``streamjoin.spark.kernel``): its tasks read
+    ``version`` under ``root`` and commit ``version + 1`` themselves, so :meth:`StateStore.save` writes
+    nothing for it. Version ``v + 1`` is what the batch saved as version ``v`` committed; ``root`` None: a
+    fresh state in a temporary folder (a batch run without a store)."""
+
+    root: str | None
+    version: int = 0
+
+
+def empty_states(
+    spark: SparkSession, schemas: dict[str, str], layered: Iterable[str], kernel: Iterable[str] = ()
+) -> dict[str, Any]:
     """Every state before a pipeline's first batch: an empty frame each, no layers for a layered one."""
     return {
-        name: KeyedLayers(schema) if name in layered else local_frame(spark, [], schema)
+        name: KernelCheckpoint(None) if name in kernel
+        else KeyedLayers(schema) if name in layered
+        else local_frame(spark, [], schema)
         for name, schema in schemas.items()
-    }
+    }  # fmt: skip
 
 
 class StateStore:
@@ -63,12 +79,15 @@ class StateStore:
         keep: int = 3,
         small: Iterable[str] = (),
         layered: Iterable[str] = (),
+        kernel: Iterable[str] = (),
     ) -> None:
         self.root = str(root)
         self.storage: Storage = storage or LocalStorage()
         self.keep = keep
         self.small = frozenset(small)
         self.layered = frozenset(layered)
+        #: states the kernel's tasks commit in Spark's state store under ``<root>/kernel``
+        self.kernel = frozenset(kernel)
         #: dataset (relative to ``root``) -> its cached frame, for the layers of the layered states
         self._layer_frames: dict[str, DataFrame] = {}
         #: name -> (frame handed out by the last load, dataset it was read from, relative to ``root``)
@@ -120,11 +139,16 @@ class StateStore:
         DataFrame per state, a :class:`KeyedLayers` per layered state."""
         self._loaded = {}
         older = [v for v in self._versions() if v < batch_id]
+        kernel_root = self._at("kernel")
         if not older:
-            return empty_states(spark, schemas, self.layered)
+            empty = empty_states(spark, schemas, self.layered, self.kernel)
+            return empty | {name: KernelCheckpoint(kernel_root, 0) for name in self.kernel & set(schemas)}
         frames: dict[str, Any] = {}
         self._loaded_version = older[-1]
         for name, schema in schemas.items():
+            if name in self.kernel:
+                frames[name] = KernelCheckpoint(kernel_root, older[-1] + 1)
+                continue
             if name in self.layered:
                 datasets = self._layers(older[-1], name)
                 frames[name] = KeyedLayers(schema, tuple(self._layer(spark, d, schema) for d in datasets))
@@ -193,6 +217,8 @@ class StateStore:
         self.storage.mkdirs(target)
         refs: list[str] = []
         for name, frame in states.items():
+            if name in self.kernel:
+                continue  # committed by the kernel's tasks as version batch_id + 1
             loaded = self._loaded.get(name)
             if isinstance(frame, KeyedLayers):
                 datasets = self._save_layers(version, name, frame)

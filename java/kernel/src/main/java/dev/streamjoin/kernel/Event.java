@@ -1,0 +1,32 @@
+package dev.streamjoin.kernel;
+
+import java.util.Comparator;
+
+import org.apache.spark.sql.catalyst.InternalRow;
+
+/** One record of a task's batch with its place in the processing order. */
+final class Event {
+    /** (__pos, __input, __partition, __offset): docs/SEMANTICS.md, "Batch ordering rule". */
+    static final Comparator<Event> PROCESSING_ORDER = Comparator.<Event>comparingLong(e -> e.pos)
+            .thenComparingInt(e -> e.input)
+            .thenComparingInt(e -> e.partition)
+            .thenComparingLong(e -> e.offset);
+
+    final InternalRow row;
+    final int partition;
+    final long offset;
+    final int input;
+    final int rank;
+    final long ts;
+    /** the effective timestamp * 4 + the role rank (Python's {@code __pos}) */
+    long pos;
+
+    Event(InternalRow row, Layout layout) {
+        this.row = row;
+        this.partition = row.getInt(layout.partition);
+        this.offset = row.getLong(layout.offset);
+        this.input = row.getInt(layout.input);
+        this.rank = row.getInt(layout.rank);
+        this.ts = row.getLong(layout.ts);
+    }
+}

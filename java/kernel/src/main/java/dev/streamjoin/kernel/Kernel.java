@@ -1,0 +1,49 @@
+package dev.streamjoin.kernel;
+
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.classic.Dataset;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.storage.StorageLevel;
+
+import scala.Tuple2;
+
+/**
+ * The entry point the Python driver calls, once per micro-batch. A batch is one RDD: task t holds Kafka
+ * partition t of every input (co-partitioned), processes its records in the batch ordering rule against
+ * its state store (version {@code version} in, {@code version + 1} committed) and returns join results.
+ */
+public final class Kernel {
+    private Kernel() {}
+
+    /**
+     * A stream-table join (plain table) over one batch of decoded records.
+     *
+     * @param decoded the batch's decoded rows (Python's {@code events.decode_batch}), dead ones included
+     * @param checkpoint where the stores live (any Hadoop filesystem URI)
+     * @param version the state version the batch starts from (the batch id; 0: empty)
+     * @param partitions the pipeline's partition count (one task and one store each)
+     * @param fileOrder replay's file order: one task, records in offset order
+     * @param inner an inner join (else left)
+     */
+    public static KernelBatch streamTable(SparkSession session, Dataset<Row> decoded, String checkpoint,
+            long version, int partitions, boolean fileOrder, boolean inner) {
+        Layout layout = new Layout(decoded.schema());
+        StoreAdapter stores = new StoreAdapter(session, checkpoint, TaskState.keySchema(),
+                TaskState.valueSchema(layout.rightType));
+        int tasks = fileOrder ? 1 : partitions;
+        int partitionColumn = layout.partition;
+        JavaRDD<InternalRow> rows = decoded.queryExecution().toRdd().toJavaRDD()
+                .mapToPair(row -> new Tuple2<>(fileOrder ? 0 : row.getInt(partitionColumn), row.copy()))
+                .partitionBy(new TaskPartitioner(tasks))
+                .mapPartitionsWithIndex(new StreamTableTask(layout, stores, version, fileOrder, inner), true)
+                .persist(StorageLevel.MEMORY_AND_DISK());
+        return new KernelBatch(rows, session.internalCreateDataFrame(rows.rdd(), layout.output(), false));
+    }
+
+    /** Close the stores of {@code checkpoint} loaded in this JVM (local mode: the tasks run in the driver). */
+    public static void unload(SparkSession session, String checkpoint, int partitions) {
+        new StoreAdapter(session, checkpoint, TaskState.keySchema(), TaskState.keySchema()).unload(partitions);
+    }
+}

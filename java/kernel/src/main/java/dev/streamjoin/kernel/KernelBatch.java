@@ -1,0 +1,30 @@
+package dev.streamjoin.kernel;
+
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.classic.Dataset;
+
+/**
+ * One batch through the kernel: its join results as a DataFrame (the kernel's RDD, cached so that the
+ * stores commit once however many actions read the results). The first action runs the batch: the kernel's
+ * tasks and the projections over their rows are one Spark job.
+ */
+public final class KernelBatch {
+    private final JavaRDD<InternalRow> rows;
+    private final Dataset<Row> results;
+
+    KernelBatch(JavaRDD<InternalRow> rows, Dataset<Row> results) {
+        this.rows = rows;
+        this.results = results;
+    }
+
+    public Dataset<Row> results() {
+        return results;
+    }
+
+    /** Free the cached result rows (after the batch's outputs are written). */
+    public void release() {
+        rows.unpersist(false);
+    }
+}

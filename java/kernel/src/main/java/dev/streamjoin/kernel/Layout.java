@@ -1,0 +1,54 @@
+package dev.streamjoin.kernel;
+
+import java.io.Serializable;
+
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * Where the columns of a decoded batch (Python's {@code spark/events.py}: side, key, lval, rval, tomb, ts,
+ * __partition, __offset, __rank, __input, topic, reason) sit, and the kernel's output schema: one join
+ * result per row (key, left, right, ts, matched, tomb_out, __sub, src_*, __task and the order columns).
+ */
+final class Layout implements Serializable {
+    private static final long serialVersionUID = 1L;
+    final int side, key, lval, rval, tomb, ts, partition, offset, rank, input, topic, reason;
+    final DataType leftType, rightType;
+
+    Layout(StructType in) {
+        side = in.fieldIndex("side");
+        key = in.fieldIndex("key");
+        lval = in.fieldIndex("lval");
+        rval = in.fieldIndex("rval");
+        tomb = in.fieldIndex("tomb");
+        ts = in.fieldIndex("ts");
+        partition = in.fieldIndex("__partition");
+        offset = in.fieldIndex("__offset");
+        rank = in.fieldIndex("__rank");
+        input = in.fieldIndex("__input");
+        topic = in.fieldIndex("topic");
+        reason = in.fieldIndex("reason");
+        leftType = in.fields()[lval].dataType();
+        rightType = in.fields()[rval].dataType();
+    }
+
+    StructType output() {
+        return new StructType()
+                .add("key", DataTypes.StringType)
+                .add("left", leftType)
+                .add("right", rightType)
+                .add("ts", DataTypes.LongType, false)
+                .add("matched", DataTypes.BooleanType, false)
+                .add("tomb_out", DataTypes.BooleanType, false)
+                .add("__sub", DataTypes.IntegerType, false)
+                .add("src_topic", DataTypes.StringType)
+                .add("src_partition", DataTypes.IntegerType, false)
+                .add("src_offset", DataTypes.LongType, false)
+                .add("__task", DataTypes.IntegerType, false)
+                .add("__pos", DataTypes.LongType, false)
+                .add("__input", DataTypes.IntegerType, false)
+                .add("__partition", DataTypes.IntegerType, false)
+                .add("__offset", DataTypes.LongType, false);
+    }
+}

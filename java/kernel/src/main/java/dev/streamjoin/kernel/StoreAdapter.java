@@ -1,0 +1,75 @@
+package dev.streamjoin.kernel;
+
+import java.io.Serializable;
+import java.nio.charset.StandardCharsets;
+import java.util.UUID;
+
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.StateStore;
+import org.apache.spark.sql.execution.streaming.state.StateStore$;
+import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
+import org.apache.spark.sql.execution.streaming.state.StateStoreId;
+import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.SerializableConfiguration;
+
+import scala.Option;
+
+/**
+ * The one class that touches Spark's state store internals (pinned to Spark 4.1.x): a task's store of one
+ * pipeline partition, opened at the version its batch starts from, committed at the next. Spark's stateful
+ * operators open theirs the same way ({@code StateStoreRDD}); the provider is RocksDB with changelog
+ * checkpointing whatever the session's default provider is.
+ */
+final class StoreAdapter implements Serializable {
+    private static final long serialVersionUID = 1L;
+    static final String PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider";
+    private static final String STORE_NAME = "default";
+    private static final long OPERATOR_ID = 0L;
+
+    private final String checkpointRoot;
+    private final StructType keySchema;
+    private final StructType valueSchema;
+    private final StateStoreConf storeConf;
+    private final SerializableConfiguration hadoopConf;
+    /** Fixed per checkpoint: executors keep the loaded stores of a pipeline between its batches. */
+    private final UUID runId;
+
+    StoreAdapter(SparkSession session, String checkpointRoot, StructType keySchema, StructType valueSchema) {
+        this.checkpointRoot = checkpointRoot;
+        this.keySchema = keySchema;
+        this.valueSchema = valueSchema;
+        SQLConf conf = session.sessionState().conf().clone();
+        conf.setConfString("spark.sql.streaming.stateStore.providerClass", PROVIDER);
+        conf.setConfString("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true");
+        this.storeConf = StateStoreConf.apply(conf);
+        this.hadoopConf = new SerializableConfiguration(session.sessionState().newHadoopConf());
+        this.runId = UUID.nameUUIDFromBytes(checkpointRoot.getBytes(StandardCharsets.UTF_8));
+        session.streams().stateStoreCoordinator(); // started on the driver before any task reports to it
+    }
+
+    private StateStoreProviderId providerId(int partition) {
+        return new StateStoreProviderId(new StateStoreId(checkpointRoot, OPERATOR_ID, partition, STORE_NAME), runId);
+    }
+
+    /** The store of {@code partition} as of {@code version} (0: empty); its writes become version + 1. */
+    StateStore open(int partition, long version) {
+        return StateStore$.MODULE$.get(
+                providerId(partition), keySchema, valueSchema, NoPrefixKeyStateEncoderSpec.apply(keySchema),
+                version, Option.empty(), Option.empty(), false, storeConf, hadoopConf.value(), false);
+    }
+
+    /** Close the stores of this checkpoint loaded in this JVM (the driver's, in local mode). */
+    void unload(int partitions) {
+        for (int p = 0; p < partitions; p++) {
+            StateStore$.MODULE$.removeFromLoadedProvidersAndClose(providerId(p), Option.empty());
+        }
+    }
+
+    static UnsafeRow copyOf(UnsafeRow row) {
+        return row == null ? null : row.copy();
+    }
+}

@@ -1,0 +1,58 @@
+package dev.streamjoin.kernel;
+
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.function.Function2;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.execution.streaming.state.StateStore;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.TaskCompletionListener;
+
+import scala.Tuple2;
+
+/**
+ * Task t of a stream-table batch: its partition's records of both inputs, merged in processing order and
+ * joined against its store, opened at the batch's version and committed at the next once every record is
+ * processed. A failed task aborts its store: a retry starts from the same version.
+ */
+final class StreamTableTask implements Function2<Integer, Iterator<Tuple2<Integer, InternalRow>>, Iterator<InternalRow>> {
+    private static final long serialVersionUID = 1L;
+    private final Layout layout;
+    private final StructType output;
+    private final StoreAdapter stores;
+    private final long version;
+    private final boolean fileOrder;
+    private final boolean inner;
+
+    StreamTableTask(Layout layout, StoreAdapter stores, long version, boolean fileOrder, boolean inner) {
+        this.layout = layout;
+        this.output = layout.output();
+        this.stores = stores;
+        this.version = version;
+        this.fileOrder = fileOrder;
+        this.inner = inner;
+    }
+
+    @Override
+    public Iterator<InternalRow> call(Integer task, Iterator<Tuple2<Integer, InternalRow>> records) {
+        List<InternalRow> rows = new ArrayList<>();
+        records.forEachRemaining(record -> rows.add(record._2()));
+        StateStore store = stores.open(task, version);
+        TaskContext.get().addTaskCompletionListener((TaskCompletionListener) context -> {
+            if (!store.hasCommitted()) {
+                store.abort();
+            }
+        });
+        TaskState state = new TaskState(store, TaskState.keySchema(), TaskState.valueSchema(layout.rightType));
+        List<Event> ordered = fileOrder ? BatchOrder.fileOrder(rows, layout) : BatchOrder.order(rows, layout, state);
+        UnsafeProjection project = UnsafeProjection.create(output);
+        List<InternalRow> results = new ArrayList<>();
+        new StreamTableRules(layout, inner, task).apply(ordered, state, row -> results.add(project.apply(row).copy()));
+        store.commit();
+        return results.iterator();
+    }
+}

@@ -1,0 +1,38 @@
+package dev.streamjoin.kernel;
+
+import org.apache.spark.Partitioner;
+
+/** Kafka partition t of every input goes to task t (a Kafka Streams task): keys are partition numbers. */
+final class TaskPartitioner extends Partitioner {
+    private static final long serialVersionUID = 1L;
+    private final int partitions;
+
+    TaskPartitioner(int partitions) {
+        this.partitions = partitions;
+    }
+
+    @Override
+    public int numPartitions() {
+        return partitions;
+    }
+
+    @Override
+    public int getPartition(Object key) {
+        int partition = (Integer) key;
+        if (partition < 0 || partition >= partitions) {
+            throw new IllegalArgumentException("record of Kafka partition " + partition
+                    + " but the pipeline has " + partitions + " partitions (kafka.partitions in the spec)");
+        }
+        return partition;
+    }
+
+    @Override
+    public boolean equals(Object other) {
+        return other instanceof TaskPartitioner p && p.partitions == partitions;
+    }
+
+    @Override
+    public int hashCode() {
+        return partitions;
+    }
+}

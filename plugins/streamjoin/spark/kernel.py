@@ -1,0 +1,111 @@
+"""The engine kernel (``java/kernel``, design: ENGINE-KERNEL.md): a batch of the shapes it supports is one
+call into the JVM, one RDD whose task t processes Kafka partition t of every input in the batch ordering
+rule with the shape's per-record rules, state in Spark's state store (RocksDB, changelog checkpointing).
+
+Which engine runs a batch is decided here, once: ``STREAMJOIN_ENGINE=kernel`` runs the supported shapes
+(stream-table inner/left with a plain table) on the kernel; anything else (default ``dataframe``) on the
+DataFrame engine. The kernel's rows are join results in the DataFrame engine's columns, so the joiner, the
+aggregate and the sinks after it are the same Spark SQL.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+from py4j.java_gateway import JavaClass
+from pyspark.sql import DataFrame, SparkSession
+
+from streamjoin.core.plans import KERNEL_JAR
+from streamjoin.core.shapes import Shape
+from streamjoin.core.spec import Kind, PipelineSpec
+from streamjoin.spark.state import KernelCheckpoint
+
+#: the setting that picks the engine: ``kernel`` or ``dataframe`` (the default)
+ENGINE_ENV = "STREAMJOIN_ENGINE"
+ENGINES = ("dataframe", "kernel")
+#: the name of the kernel's state among a pipeline's states (``engine.state_schemas``)
+KERNEL_STATE = "kernel"
+#: the decoded columns the kernel reads (``events.decode_batch``); dead rows too: they move partition time
+KERNEL_INPUT = ["side", "key", "lval", "rval", "tomb", "ts", "__partition", "__offset", "__rank", "__input", "topic",
+                "reason"]  # fmt: skip
+
+
+def engine() -> str:
+    """The engine setting (``STREAMJOIN_ENGINE``).
+
+    :raises ValueError: an unknown engine name
+    """
+    name = os.environ.get(ENGINE_ENV, "dataframe").strip() or "dataframe"
+    if name not in ENGINES:
+        raise ValueError(f"{ENGINE_ENV}={name!r}: expected one of {', '.join(ENGINES)}")
+    return name
+
+
+def runs_on_kernel(spec: PipelineSpec) -> bool:
+    """Whether batches of ``spec`` run on the kernel: the setting says so and the kernel has the shape."""
+    join = spec.join
+    plain_table = join.shape is Shape.STREAM_TABLE and spec.right.versioned is None
+    return plain_table and join.kind in (Kind.INNER, Kind.LEFT) and engine() == "kernel"
+
+
+@dataclass
+class KernelResults:
+    """The kernel's result rows of one batch; :meth:`unpersist` frees them once the outputs are written (and,
+    for a temporary checkpoint, closes its stores and deletes it)."""
+
+    frame: DataFrame
+    handle: Any
+    spark: SparkSession
+    partitions: int
+    temporary: str | None = None
+
+    def unpersist(self) -> None:
+        self.handle.release()
+        if self.temporary is not None:
+            unload(self.spark, self.temporary, self.partitions)
+            shutil.rmtree(self.temporary, ignore_errors=True)
+
+
+def join_stream_table(
+    decoded: DataFrame, spec: PipelineSpec, checkpoint: KernelCheckpoint, *, file_order: bool
+) -> KernelResults:
+    """One batch of decoded rows through the kernel's stream-table join: the results (the DataFrame engine's
+    columns: ``key, left, right, ts, matched, tomb_out, __sub, src_*, __task`` and ``ORDER``), lazily; the
+    first action over them runs the batch and commits the stores at ``checkpoint.version + 1``."""
+    spark = decoded.sparkSession
+    temporary = None
+    root = checkpoint.root
+    if root is None:
+        temporary = root = tempfile.mkdtemp(prefix="streamjoin-kernel-")
+    partitions = spec.kafka.partitions
+    batch = _kernel(spark).streamTable(
+        spark._jsparkSession,
+        decoded.select(*KERNEL_INPUT)._jdf,
+        root,
+        checkpoint.version,
+        partitions,
+        file_order,
+        spec.join.kind is Kind.INNER,
+    )
+    return KernelResults(DataFrame(batch.results(), spark), batch, spark, partitions, temporary)
+
+
+def unload(spark: SparkSession, root: str, partitions: int) -> None:
+    """Close the stores under ``root`` that this JVM holds (the tasks run in the driver in local mode)."""
+    _kernel(spark).unload(spark._jsparkSession, root, partitions)
+
+
+def _kernel(spark: SparkSession) -> Any:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    kernel = jvm.dev.streamjoin.kernel.Kernel
+    if not isinstance(kernel, JavaClass):  # py4j gives a JavaPackage for a class it cannot find
+        raise RuntimeError(
+            f"the engine kernel's classes are not on Spark's classpath ({KERNEL_JAR} in spark.jars): run `make "
+            f"setup` to build it, or set {ENGINE_ENV}=dataframe"
+        )
+    return kernel

@@ -1,0 +1,118 @@
+"""The engine kernel (``java/kernel``, ``STREAMJOIN_ENGINE=kernel``) against the reference engine: every
+stream-table scenario with a plain table in one batch and in one-record batches (its state carried in Spark's
+state store between them), co-partitioned inputs over several partitions, and a batch run again after the
+driver died between the tasks' store commits and the batch's own commit."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from test_spark_scenarios import SCENARIOS, as_records, assert_same, spark_replay
+
+from scenario_loader import Scenario
+from streamjoin.core.batch_plan import RecordsIndex, plan_all
+from streamjoin.core.ordering import source_orders
+from streamjoin.core.records import Emitted, Record
+from streamjoin.core.reference import ReferenceEngine
+from streamjoin.core.shapes import Shape
+from streamjoin.core.storage import LocalStorage
+from streamjoin.spark.engine import state_schemas, state_store
+from streamjoin.spark.kernel import ENGINE_ENV, runs_on_kernel, unload
+from streamjoin.spark.replay import _in_plan, _run, _timestamps, raw_frame
+
+pytestmark = pytest.mark.spark
+KERNEL = [s for s in SCENARIOS if s.spec.join.shape is Shape.STREAM_TABLE and s.spec.right.versioned is None]
+
+
+@pytest.fixture
+def kernel_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv(ENGINE_ENV, "kernel")
+    yield
+
+
+def test_the_dataframe_engine_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENGINE_ENV, raising=False)
+    assert not runs_on_kernel(KERNEL[0].spec)
+    monkeypatch.setenv(ENGINE_ENV, "kernal")
+    with pytest.raises(ValueError, match="STREAMJOIN_ENGINE='kernal': expected one of dataframe, kernel"):
+        runs_on_kernel(KERNEL[0].spec)
+
+
+@pytest.mark.parametrize("scenario", KERNEL, ids=str)
+def test_a_scenario_on_the_kernel_in_one_batch_and_in_one_record_batches_equals_the_reference(
+    spark: Any, kernel_engine: None, scenario: Scenario
+) -> None:
+    assert runs_on_kernel(scenario.spec)
+    expected = ReferenceEngine(scenario.spec).replay_batch(scenario.inputs)
+    whole = spark_replay(spark, scenario.spec, scenario.inputs, batch=True)
+    assert_same(expected, whole, scenario.spec.dead_letter_topic, f"{scenario.name} in one batch")
+    batches: list[int] = []
+    cut = spark_replay(spark, scenario.spec, scenario.inputs, batch=True, max_records=1,
+                       on_batch=lambda batch_id, _: batches.append(batch_id))  # fmt: skip
+    assert len(batches) == len(scenario.inputs)
+    assert_same(expected, cut, scenario.spec.dead_letter_topic, f"{scenario.name} in one-record batches")
+
+
+def _spread(records: list[Record], partitions: int) -> list[Record]:
+    """The records over ``partitions`` co-partitioned partitions (a key's records of both inputs in one)."""
+    return [
+        Record(r.topic, r.key, r.value, r.ts, partition=zlib.crc32(str(r.key).encode()) % partitions) for r in records
+    ]
+
+
+def test_co_partitioned_inputs_over_several_partitions_equal_the_reference(spark: Any, kernel_engine: None) -> None:
+    scenario = next(s for s in KERNEL if s.name == "stream_table_left_clicks_per_region")
+    records = _spread(scenario.inputs, 3)
+    assert len({r.partition for r in records}) == 3
+    expected = ReferenceEngine(scenario.spec).replay_batch(records)
+    got = spark_replay(spark, scenario.spec, records, batch=True, max_records=3)
+    assert_same(expected, got, scenario.spec.dead_letter_topic, "three partitions in batches of 3")
+
+
+def test_a_batch_run_again_after_the_driver_died_before_its_commit_gives_the_same_outputs(
+    spark: Any, kernel_engine: None, tmp_path: Any
+) -> None:
+    """Batch k's tasks commit their stores (version k + 1), then the driver dies before it saves the batch:
+    the stores are closed (a new JVM has none loaded) and batch k runs again from the saved version. Its
+    outputs, and every later batch's (which read the state it left), are those of a run without the crash."""
+    scenario = next(s for s in KERNEL if s.name == "stream_table_left_clicks_per_region")
+    spec = scenario.spec
+    raw = raw_frame(spark, spec, as_records(_spread(scenario.inputs, 2)), batch=True)
+    index = RecordsIndex(_timestamps(raw))
+    plans = plan_all({tp: 0 for tp in index.latest()}, index.latest(), source_orders(spec), index, 3)
+    crash = len(plans) // 2
+    assert crash > 0
+
+    def run(root: str, crash_at: int | None) -> list[list[dict[str, Any]]]:
+        store = state_store(root, LocalStorage())
+        outputs = []
+        for batch_id, plan in enumerate(plans):
+            part = raw.filter(_in_plan(plan))
+            if batch_id == crash_at:
+                lost = _run(spec, part, store.load(spark, batch_id, state_schemas(spec)), file_order=False)
+                assert lost, "the crashed batch emitted nothing: the test would not see a difference"
+                unload(spark, f"{root}/kernel", spec.kafka.partitions)
+            state = store.load(spark, batch_id, state_schemas(spec))
+            outputs.append(_run(spec, part, state, file_order=False, store=store, batch_id=batch_id))
+        store.close()
+        unload(spark, f"{root}/kernel", spec.kafka.partitions)
+        return outputs
+
+    clean = run(str(tmp_path / "clean"), None)
+    crashed = run(str(tmp_path / "crashed"), crash)
+    assert crashed == clean
+    expected = ReferenceEngine(spec).replay_batch(_spread(scenario.inputs, 2))
+    emitted = [_emitted(r, spec.join.joiner.function is not None) for batch in clean for r in batch]
+    assert_same(expected, emitted, spec.dead_letter_topic, "the run without a crash")
+
+
+def _emitted(row: dict[str, Any], json_text: bool) -> Emitted:
+    """A replay row as the reference emits it (a function joiner's value travels as JSON text)."""
+    value = row["value"]
+    if json_text and isinstance(value, str) and value[:1] == "{":
+        value = json.loads(value)
+    return Emitted(row["topic"], row["key"], value, row["ts"], tuple((row.get("headers") or {}).items()))
