@@ -357,10 +357,12 @@ def missing(cell: Cell, seen: Iterable[set[str]]) -> list[str]:
     return [f"{name} ({FEATURES[name]})" for name in sorted(required(cell) - union)]
 
 
-def richest(cell_cases: Sequence[Case], seen: Sequence[set[str]]) -> Case:
-    """The case covering the most of the cell's required features (ties: the lowest seed)."""
+def richest(cell_cases: Sequence[Case], seen: Sequence[set[str]], max_records: int | None = None) -> Case:
+    """The case covering the most of the cell's required features (ties: more features, then the lowest
+    seed), among those of at most ``max_records`` records when given."""
     need = required(cell_cases[0].cell)
-    best = max(range(len(cell_cases)), key=lambda i: (len(seen[i] & need), len(seen[i]), -cell_cases[i].seed))
+    small = [i for i, case in enumerate(cell_cases) if max_records is None or len(case.records) <= max_records]
+    best = max(small, key=lambda i: (len(seen[i] & need), len(seen[i]), -cell_cases[i].seed))
     return cell_cases[best]
 
 

@@ -61,9 +61,12 @@ for step in steps:
         extras = [{"asset": e.asset.name, **(e.extra or {})} for e in events]
     day = Path(step["day_path"]) if step.get("day_path") else None
     files = sorted(p.name for p in day.iterdir()) if day and day.is_dir() else None
+    marker = day / "_QUARANTINED" if day else None
+    quarantine = json.loads(marker.read_text()) if marker and marker.exists() else None
     tasks = {f"{ti.task_id}[{ti.map_index}]": str(ti.state) for ti in run.get_task_instances()}
     print("STEP " + json.dumps({"dag_id": dag.dag_id, "run_id": run.run_id, "state": str(run.state),
-                                "tasks": tasks, "events": extras, "files": files}), flush=True)
+                                "tasks": tasks, "events": extras, "files": files,
+                                "quarantine": quarantine}), flush=True)
 """
 
 
@@ -177,18 +180,18 @@ def test_a_day_that_breaks_an_expectation_is_quarantined_alerted_and_published_o
     assert backfill["state"] == "failed" and backfill["events"] == []
     assert backfill["files"] is not None, context
     assert "_QUARANTINED" in backfill["files"] and any(f.endswith(".parquet") for f in backfill["files"])
-    marker = read_quarantine(day)
+    marker = backfill["quarantine"]
     assert marker is not None and marker["reason"] == "blocking checks failed: match_rate"
     assert f"stream watermark {DAY + timedelta(days=1)} 02:00:00 UTC" in log, context
 
     # reprocessed from the page's conf: still quarantined, the same files, no asset event
     assert again["tasks"]["day.check_quality[0]"] == "failed" and again["state"] == "failed", context
     assert again["files"] == backfill["files"] and again["events"] == []
-    assert read_quarantine(day) is not None and read_forced(LocalStorage(), day) is None
+    assert again["quarantine"] is not None and "_FORCED.json" not in again["files"]
 
     # with force: published, recorded, the asset event says so
     assert forced["tasks"]["day.check_quality[0]"] == "success" and forced["state"] == "success", context
-    assert "_QUARANTINED" not in forced["files"] and "_FORCED.json" in forced["files"]
+    assert "_QUARANTINED" not in forced["files"] and "_FORCED.json" in forced["files"] and read_quarantine(day) is None
     record = read_forced(LocalStorage(), day)
     assert record is not None and record["failed"] == ["match_rate"] and record["dag_id"] == "streamjoin_reprocess"
     assert record["run_id"] == forced["run_id"]
