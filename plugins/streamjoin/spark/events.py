@@ -136,6 +136,17 @@ def output_key(key: Column, spec: PipelineSpec) -> Column:
     return key.cast("long") if spec.left.key.format is Format.LONG else key
 
 
+def serialized_key(key: Column, long_keys: bool) -> Column:
+    """A text column whose order is Kafka's order of the serialized keys (where a store scans by key bytes):
+    text keys as they are (Spark compares strings by their UTF-8 bytes), long keys as 8 bytes big-endian
+    two's complement, i.e. by their unsigned value (non-negative ascending, then negative ones)."""
+    if not long_keys:
+        return key
+    signed = key.cast("long").cast("decimal(20,0)")
+    unsigned = F.when(signed < 0, signed + F.lit("18446744073709551616").cast("decimal(20,0)")).otherwise(signed)
+    return F.lpad(unsigned.cast("decimal(20,0)").cast("string"), 20, "0")
+
+
 def _null_key_sides(spec: PipelineSpec) -> tuple[str, ...]:
     """The sides (``"L"``, ``"R"``) whose stream records are joined with null when their join key is null
     (KIP-962): the left side of a left or outer join with a stream result, the right side of a

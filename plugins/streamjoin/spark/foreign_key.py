@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from streamjoin.core.spec import Kind, Projection
-from streamjoin.spark.events import ORDER
+from streamjoin.spark.events import ORDER, serialized_key
 from streamjoin.spark.projection import selector
 from streamjoin.spark.table_table import result_rows
 
@@ -132,9 +132,7 @@ def _fan_out(
     )
     # Kafka scans the subscriptions in serialized-key order: for long keys (8 bytes big-endian, two's
     # complement) non-negative ones ascending, then negative ones
-    as_long = F.col("key").cast("long")
-    by_bytes = [as_long < 0, as_long] if long_keys else [F.col("key")]
-    in_key_order = Window.partitionBy("__at").orderBy(*by_bytes)
+    in_key_order = Window.partitionBy("__at").orderBy(serialized_key(F.col("key"), long_keys))
     return fan.withColumn("__sub", F.row_number().over(in_key_order) - 1), history
 
 

@@ -60,7 +60,9 @@ class StreamStream:
         return {"window_store": stream_stream.store_schema(ltype, rtype), "clock": stream_stream.CLOCK_SCHEMA}
 
     def join(self, events: DataFrame, state: Mapping[str, Any], spec: PipelineSpec, summary: BatchSummary) -> ShapeStep:
-        step = stream_stream.join_stream_stream(events, state["window_store"], state["clock"], spec.join)
+        step = stream_stream.join_stream_stream(
+            events, state["window_store"], state["clock"], spec.join, long_keys=spec.left.key.format is Format.LONG
+        )
         return ShapeStep(step.results, {"window_store": step.store, "clock": step.clock}, step.cached)
 
 
@@ -108,6 +110,7 @@ class StreamVersionedTable:
             spec.join.kind,
             grace=spec.join.grace,
             retention=spec.right.versioned.history_retention,
+            long_keys=spec.left.key.format is Format.LONG,
         )
         results = step.results.unionByName(stream_table.null_key_results(events), allowMissingColumns=False)
         return ShapeStep(results, {"history": step.history, "buffer": step.buffer, "clock": step.clock})

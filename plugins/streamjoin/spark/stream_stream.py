@@ -42,7 +42,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from streamjoin.core.spec import Join, Kind
-from streamjoin.spark.events import LONG_MIN, ORDER
+from streamjoin.spark.events import LONG_MIN, ORDER, serialized_key
 
 #: The columns every join shape returns (the engine adds ``value`` from the joiner).
 RESULT_COLUMNS = [
@@ -176,12 +176,19 @@ def _matches(batch: DataFrame, store: DataFrame, before: int, after: int, retent
 
 
 def join_stream_stream(
-    events: DataFrame, store: DataFrame, clock: DataFrame, join: Join, *, keeps: tuple[str, ...] | None = None
+    events: DataFrame,
+    store: DataFrame,
+    clock: DataFrame,
+    join: Join,
+    *,
+    keeps: tuple[str, ...] | None = None,
+    long_keys: bool = False,
 ) -> StreamStreamStep:
     """Join the batch's left (L) and right (R) stream records with each other and the carried store.
 
     :param store: the window store (:func:`store_schema`) carried from earlier batches.
     :param clock: per task stream time, row count and each side's time (``CLOCK_SCHEMA``).
+    :param long_keys: the keys are longs (their text is decimal digits): held results in Kafka's key order.
     """
     assert join.window is not None
     before, after, grace = join.window.before, join.window.after, join.grace
@@ -263,9 +270,9 @@ def join_stream_stream(
             F.col(emit).alias("__emit"),
             F.lit(group).alias("__g"),
             F.col("ts").alias("__t"),
-            # Kafka's outer-join store order: ts, then the right side (0) before the left (1), then key
+            # Kafka's outer-join store order: ts, then the right side (0) before the left (1), then the key bytes
             F.when(F.col("side") == "R", F.lit("0")).otherwise(F.lit("1")).alias("__sd"),
-            F.col("key").alias("__k"),
+            serialized_key(F.col("key"), long_keys).alias("__k"),
             F.col("__cand").alias("__a"),
         )
 

@@ -36,7 +36,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from streamjoin.core.spec import Kind
-from streamjoin.spark.events import LONG_MIN, ORDER
+from streamjoin.spark.events import LONG_MIN, ORDER, serialized_key
 from streamjoin.spark.stream_stream import RESULT_COLUMNS, SRC, first_reaching
 
 CLOCK_SCHEMA = "__task int, table_time long, stream_time long, seq long"
@@ -113,12 +113,14 @@ def join_stream_table_versioned(
     *,
     grace: int,
     retention: int,
+    long_keys: bool = False,
 ) -> VersionedStep:
     """Join the batch's stream records (side L) with the versioned table (side R).
 
     :param history: the table's versions (:func:`history_schema`) carried from earlier batches.
     :param buffer: stream records still within the grace period (:func:`buffer_schema`).
     :param clock: per task table time, buffer time and row count (``CLOCK_SCHEMA``).
+    :param long_keys: the keys are longs: records released together go in Kafka's (ts, key bytes, arrival) order.
     """
     rows = with_clocks(events, clock)
     table = rows.filter(F.col("side") == "R")
@@ -150,7 +152,9 @@ def join_stream_table_versioned(
     joined = _lookup(
         immediate.unionByName(released.drop("__hit")).join(at_release, ["__task", "__rel"]), versions, retention
     )
-    within_row = Window.partitionBy("__task", "__rel").orderBy(F.col("__now").desc(), "ts", "seq")
+    within_row = Window.partitionBy("__task", "__rel").orderBy(
+        F.col("__now").desc(), "ts", serialized_key(F.col("key"), long_keys), "seq"
+    )
     results = joined.select(
         "key",
         F.col("lval").alias("left"),
