@@ -8,6 +8,7 @@ file rows must match, and the aggregate's final table must be the sample's expec
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import shutil
@@ -210,7 +211,9 @@ def test_reprocessing_a_day_on_a_standalone_cluster_equals_local_mode(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from streamjoin.airflow.operators.reprocess import ReprocessDayOperator
+    from streamjoin.airflow.operators.reprocess import ReprocessDayOperator, checked_before_publishing
+    from streamjoin.core.backfill import partition_location
+    from streamjoin.core.publish import staged_location
     from streamjoin.core.spec import load_spec
 
     day, base = _sample_day()
@@ -223,9 +226,11 @@ def test_reprocessing_a_day_on_a_standalone_cluster_equals_local_mode(
         seconds[mode] = _run(operator, conn, kafka_bootstrap, monkeypatch)
         spec = load_spec(spec_path)
         assert spec.output.files is not None and spec.aggregate is not None and spec.aggregate.output.files
+        # a pipeline with a quality suite gets the day staged for its check (which publishes it): read it there
+        where = staged_location if checked_before_publishing(spec) else partition_location
         published[mode] = {
-            "enriched": _file_rows(Path(spec.output.files.path) / "daily" / f"date={day}"),
-            "aggregate": _file_rows(Path(spec.aggregate.output.files.path) / "daily" / f"date={day}"),
+            "enriched": _file_rows(Path(where(str(spec.output.files.path), dt.date.fromisoformat(day)))),
+            "aggregate": _file_rows(Path(where(str(spec.aggregate.output.files.path), dt.date.fromisoformat(day)))),
         }
     assert any(name.startswith("streamjoin-reprocess-clicks_per_region_cluster") for name in _apps(spark_cluster))
     # the null-value click is dead-lettered
