@@ -7,8 +7,14 @@ the pipeline's page in Airflow's frame (charts with the job's points, the last c
 frame opening its target (Airflow's pages in place of the UI, the Spark UI in a tab, Data Docs in the frame);
 the actions (real DAG runs in the metadata DB, read back through Airflow's REST API) and a past day triggered
 from the reprocess DAG's own form; a viewer's 403, a form without its CSRF token; the list reloading itself.
-The Stop run is executed (the list then shows the job stopped); the reprocess runs find no input on their
-past days and skip them (no Spark). Screenshots go to var/screenshots/ and are checked (PNG, size,
+The Stop run is executed (the list then shows the job stopped); the page's reprocess of yesterday finds no
+input and skips. The pipeline has a quality suite (match rate >= 0.85) and ``alerts:`` naming a webhook and
+an SMTP server on loopback; its topics hold a good and a bad past day before today's clicks. Executed by the
+scheduler: the good day from the reprocess DAG's trigger form (checked, published, its asset event); the
+bad day's backfill run (the backfill DAG unpaused in its page, the run created by POST /api/v2/backfills,
+the call the UI's Backfill form makes) whose check fails (both sinks alerted, the day quarantined, no
+asset event); "Reprocess day" on it from the page (fails again, still quarantined with the same data files,
+alerted again, no asset event). Screenshots go to var/screenshots/ and are checked (PNG, size,
 colours of the charts)."""
 
 from __future__ import annotations
@@ -22,19 +28,23 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
-from test_supervision import SCREENSHOTS, output_coordinates, produce_clicks, provision, wait_for, write_spec
+import yaml
+from test_supervision import SCREENSHOTS, produce_clicks, provision, wait_for, write_spec
 
 from api_server import ApiServer, copy_test_db, start_api_server, stop_api_servers
 from streamjoin.airflow.operators.supervise import StopStreamJoinOperator, pipeline_files
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.spec import load_spec
 from streamjoin.quality.results import CheckResult, ExpectationOutcome, write_check_result
+
+sys.path.insert(0, str(PROJECT_HOME / "tests" / "quality"))
+from quality_sinks import HttpSink, SmtpSink, http_sink, smtp_sink
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.airflow, pytest.mark.e2e]
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's, installed by `make browser`
@@ -56,11 +66,19 @@ folder = Path(sys.argv[1])
 with create_session() as session:
     if session.get(DagBundleModel, "dags-folder") is None:
         session.add(DagBundleModel(name="dags-folder"))
-for name in ("streamjoin_stop_redeploy.py", "streamjoin_reprocess.py", "streamjoin_pipelines.py"):
+for name in ("streamjoin_stop_redeploy.py", "streamjoin_reprocess.py", "streamjoin_pipelines.py",
+             "streamjoin_backfill.py"):
     bag = DagBag(dag_folder=str(folder / name), bundle_path=folder, bundle_name="dags-folder")
     assert not bag.import_errors, bag.import_errors
     sync_bag_to_db(bag, "dags-folder", None)
 """
+
+
+@pytest.fixture
+def sinks() -> Iterator[tuple[HttpSink, SmtpSink]]:
+    """The pipeline's alert destinations: a webhook and an SMTP server on loopback."""
+    with http_sink() as http, smtp_sink() as smtp:
+        yield http, smtp
 
 
 @pytest.fixture
@@ -69,7 +87,7 @@ def api_server(tmp_path: Path, kafka_bootstrap: str) -> Iterator[Callable[[Path]
     triggerer; users ``admin`` (ADMIN) and ``viewer`` (VIEWER: may read, not trigger)."""
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(pipelines: Path) -> ApiServer:
+    def start(pipelines: Path, extra_env: dict[str, str] | None = None) -> ApiServer:
         home = tmp_path / "airflow"
         home.mkdir()
         copy_test_db(home)
@@ -86,6 +104,7 @@ def api_server(tmp_path: Path, kafka_bootstrap: str) -> Iterator[Callable[[Path]
             "AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT": json.dumps(
                 {"conn_type": "streamjoin_kafka", "host": host, "port": int(kafka_port)}
             ),
+            **(extra_env or {}),
         }  # fmt: skip
         synced = subprocess.run(
             [sys.executable, "-c", SYNC_DAGS, str(PROJECT_HOME / "dags")],
@@ -106,6 +125,94 @@ def api_server(tmp_path: Path, kafka_bootstrap: str) -> Iterator[Callable[[Path]
 
     yield start
     stop_api_servers(procs)
+
+
+USERS = [f"u{n}" for n in range(12)]  # produce_clicks's keys: every user has a region from before the past days
+STRANGERS = [f"w{n}" for n in range(12)]  # the bad day's users: 2 of the 12 have a region
+
+
+def with_quality_and_alerts(spec_path: Path, suites: Path) -> None:
+    """Parquet files (what the check reads), a suite wanting a match rate of 0.85, ``alerts:`` naming the
+    loopback sinks' connections (``AIRFLOW_CONN_PAGE_WEBHOOK``, ``AIRFLOW_CONN_PAGE_SMTP``)."""
+    data = yaml.safe_load(spec_path.read_text())
+    suites.mkdir(parents=True, exist_ok=True)
+    suite = suites / f"{data['name']}.yaml"
+    suite.write_text(yaml.safe_dump({"pipeline": data["name"], "enriched": {"match_rate_min": 0.85}}))
+    data["output"]["files"]["format"] = "parquet"
+    data["quality"] = {"suite": str(suite)}
+    data["alerts"] = {"webhook_conn_id": "page_webhook", "smtp_conn_id": "page_smtp", "to": ["oncall@example.org"]}
+    spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def produce_past_days(bootstrap: str, spec: Any, good: date, bad: date) -> tuple[int, int]:
+    """Before the job starts (the topics then hold them in time order, as a stream does): regions of
+    ``USERS`` and of 2 ``STRANGERS`` the day before ``good``; a click of a user every hour of ``good`` (match
+    rate 1); a click of each stranger in ``bad`` (match rate 2/12, the suite wants 0.85); a click of every
+    user two hours after ``bad`` (every partition past the day's end + 1 h lateness). Returns (records,
+    clicks)."""
+    from streamjoin.core.backfill import DAY_MS, day_start_ms
+    from streamjoin.core.codec import encode
+    from streamjoin.core.partitioner import partition_for
+    from streamjoin.core.spec import Format
+    from streamjoin.kafka.clients import produce_records
+
+    assert {partition_for(u.encode(), spec.kafka.partitions) for u in USERS} == set(range(spec.kafka.partitions))
+    before = day_start_ms(good) - 60_000
+    rows = [(spec.right.topic, u.encode(), encode("europe", Format.STRING), before, [])
+            for u in USERS + STRANGERS[:2]]  # fmt: skip
+    clicks = [(u, day_start_ms(good) + n * 3_600_000) for n, u in enumerate(USERS * 2)]
+    clicks += [(u, day_start_ms(bad) + n * 7_200_000) for n, u in enumerate(STRANGERS)]
+    clicks += [(u, day_start_ms(bad) + DAY_MS + 7_200_000) for u in USERS]
+    rows += [(spec.left.topic, u.encode(), encode(1, Format.LONG), ts, []) for u, ts in clicks]
+    produce_records(bootstrap, rows)
+    return len(rows), len(clicks)
+
+
+def stream_coordinates(spec: Any) -> list[tuple[int, int]]:
+    """(src_partition, src_offset) of every row in the job's stream output (Parquet)."""
+    import pyarrow.parquet as pq
+
+    rows = []
+    for part in (PROJECT_HOME / spec.output.files.path / "stream").glob("batch_id=*/date=*/*.parquet"):
+        table = pq.read_table(part, columns=["src_partition", "src_offset"]).to_pydict()
+        rows += [(int(p), int(o)) for p, o in zip(table["src_partition"], table["src_offset"], strict=True)]
+    return rows
+
+
+def day_files(day: Path) -> dict[str, str]:
+    """The day's data files (not its markers) and a digest of each: what consumers read."""
+    import hashlib
+
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(day.iterdir())
+            if p.is_file() and not p.name.startswith(("_", "."))}  # fmt: skip
+
+
+def tasks(server: ApiServer, dag_id: str, run_id: str) -> dict[str, str | None]:
+    """``task_id[map_index]`` -> state of a run's task instances, from Airflow's REST API."""
+    status, body = server.get(f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances", "admin")
+    assert status == 200, body
+    return {f"{t['task_id']}[{t['map_index']}]": t["state"] for t in json.loads(body)["task_instances"]}
+
+
+def ended(server: ApiServer, dag_id: str, run_id: str) -> str | None:
+    """The run's state once it ended (success or failed), else None."""
+    state = dict(runs_by_id(server, dag_id)).get(run_id)
+    return state if state in ("success", "failed") else None
+
+
+def day_events(server: ApiServer, pipeline: str) -> list[tuple[str | None, str | None]]:
+    """(source DAG, day) of the asset events of ``pipeline``'s published days, from Airflow's REST API."""
+    status, body = server.get("/api/v2/assets/events?limit=100", "admin")
+    assert status == 200, body
+    return sorted((e["source_dag_id"], (e.get("extra") or {}).get("day")) for e in json.loads(body)["asset_events"]
+                  if e.get("name") == f"streamjoin_{pipeline}_daily")  # fmt: skip
+
+
+def alerts(http: HttpSink, smtp: SmtpSink) -> list[tuple[str, str, str]]:
+    """(DAG, day, event) of each webhook alert; each must have its e-mail twin."""
+    hooks = [(r["json"]["dag_id"], r["json"].get("day"), r["json"]["event"]) for r in http.requests]
+    assert len(smtp.messages) == len(hooks), [str(m["Subject"]) for m in smtp.messages]
+    return hooks
 
 
 def check_screenshot(path: Path, min_width: int, min_height: int, colour: tuple[int, int, int] | None = None) -> None:
@@ -152,33 +259,43 @@ def runs(server: ApiServer, dag_id: str, pipeline: str) -> list[dict[str, Any]]:
     return [run for run in json.loads(body)["dag_runs"] if (run.get("conf") or {}).get("pipeline") == pipeline]
 
 
+@pytest.mark.timeout(1800)  # three spark-submit runs and three in-task checks besides the job: minutes on 2 cores
 def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
     kafka_bootstrap: str,
     topic_factory: Callable[[str], str],
     tmp_path: Path,
-    api_server: Callable[[Path], ApiServer],
+    sinks: tuple[HttpSink, SmtpSink],
+    api_server: Callable[..., ApiServer],
 ) -> None:
     from playwright.sync_api import sync_playwright
 
     from streamjoin.airflow.dag_factory import DATA_DOCS
 
     assert CHROMIUM.exists(), "Debian's chromium is missing: run `make browser`"
+    http, smtp = sinks
     pipelines = tmp_path / "pipelines"
     pipelines.mkdir()
     name = f"page_{topic_factory('n').rsplit('-', 1)[1]}"
     spec_path, topics = write_spec(pipelines / f"{name}.yaml", name, topic_factory, max_offsets_per_trigger=60)
+    with_quality_and_alerts(spec_path, tmp_path / "expectations")
     spec = load_spec(spec_path)
+    assert spec.output.files is not None
     files = pipeline_files(spec)
     provision(kafka_bootstrap, spec_path)
+    today = datetime.now(UTC).date()
+    good, bad = today - timedelta(days=4), today - timedelta(days=3)  # within the broker's 7-day retention
+    past, past_clicks = produce_past_days(kafka_bootstrap, spec, good, bad)
     produce_clicks(kafka_bootstrap, topics["clicks"], 0, 120)
     docs = PROJECT_HOME / DATA_DOCS / name
+    daily = PROJECT_HOME / spec.output.files.path / "daily"
 
     def batches() -> list[dict[str, Any]]:
         return [e for e in files.history.read() if e.get("batch_id") is not None]
 
-    yesterday = (datetime.now(UTC).date() - timedelta(days=1)).isoformat()
+    yesterday = (today - timedelta(days=1)).isoformat()
     try:
-        server = api_server(pipelines)
+        server = api_server(pipelines, {"AIRFLOW_CONN_PAGE_WEBHOOK": json.dumps(http.connection("/alerts")),
+                                        "AIRFLOW_CONN_PAGE_SMTP": json.dumps(smtp.connection())})  # fmt: skip
         with sync_playwright() as pw:  # unpause the pipeline in Airflow's UI: its owner task starts the job
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -188,16 +305,18 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
             browser.close()
         wait_for(lambda: files.driver_alive(), 300, "the job, started by the owner task of the unpaused DAG")
         ((owner_run, _),) = runs_by_id(server, f"streamjoin_{name}")  # the run the scheduler started
-        wait_for(lambda: sum(e["input_records"] for e in batches()) >= 120, 180, "the job's first 120 records")
+        # the past days' records, then 120 clicks of now
+        wait_for(lambda: sum(e["input_records"] for e in batches()) >= past + 120, 180, "the job's first records")
         produce_clicks(kafka_bootstrap, topics["clicks"], 120, 30)
-        wait_for(lambda: sum(e["input_records"] for e in batches()) >= 150, 90, "the job's batch of 30 more")
-        assert len(output_coordinates(spec_path)) == 150
+        wait_for(lambda: sum(e["input_records"] for e in batches()) >= past + 150, 90, "the job's batch of 30 more")
+        coordinates = stream_coordinates(spec)  # a row per click, each once
+        assert len(coordinates) == len(set(coordinates)) == past_clicks + 150
 
         # the history the job wrote: one entry per committed batch, read back
         done = batches()
         assert [e["batch_id"] for e in done] == list(range(len(done))) and len(done) >= 3, done
-        assert sum(e["input_records"] for e in done) == 150 and done[-1]["lag"] == 0
-        assert done[0]["lag"] == 120 - done[0]["input_records"] > 0  # max_offsets_per_trigger 60: more waited
+        assert sum(e["input_records"] for e in done) == past + 150 and done[-1]["lag"] == 0
+        assert done[0]["lag"] == past + 120 - done[0]["input_records"] > 0  # max_offsets_per_trigger 60: more waited
         assert all(e["duration_ms"] > 0 and e["processed_rps"] > 0 for e in done)
         assert len({e["run_id"] for e in done}) == 1
         spark_ui = (files.status() or {}).get("spark_ui")
@@ -213,8 +332,7 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
             pipeline=name, target="enriched", day=yesterday, data_docs_url=index.as_uri(),
             expectations=[ExpectationOutcome("rows", "expect_table_row_count_to_be_between", True, 150, True)],
         )  # fmt: skip
-        assert spec.output.files is not None
-        write_check_result(check, PROJECT_HOME / spec.output.files.path / "daily" / f"date={yesterday}")
+        write_check_result(check, daily / f"date={yesterday}")
 
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shots = {n: SCREENSHOTS / f"{n}.png" for n in ("stream-jobs", "stream-job-detail", "airflow-browse-menu")}
@@ -313,21 +431,91 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
             assert [len(runs(server, dag, name)) for dag in dags] == [1, 1]  # nothing more was triggered
 
             # a past day from the reprocess DAG's own trigger form in Airflow's UI (its Params: the pipeline,
-            # yesterday by default)
-            past = (datetime.now(UTC).date() - timedelta(days=2)).isoformat()
+            # yesterday by default): the good day
+            day1 = good.isoformat()
             page.goto(f"{server.url}/dags/streamjoin_reprocess")
             page.get_by_role("button", name="Trigger").first.click(timeout=60_000)
             form = page.get_by_role("dialog")
             assert form.locator("input[name=element_pipeline]").input_value(timeout=60_000) == name
             assert form.locator("input[name=element_start]").input_value() == yesterday
-            form.locator("input[name=element_start]").fill(past)
-            form.locator("input[name=element_end]").fill(past)
+            form.locator("input[name=element_start]").fill(day1)
+            form.locator("input[name=element_end]").fill(day1)
             form.get_by_role("button", name="Trigger").click()
             wait_for(lambda: len(runs(server, "streamjoin_reprocess", name)) == 2, 60, "the run of the trigger form")
-            (from_form,) = [r for r in runs(server, "streamjoin_reprocess", name) if r["conf"]["start"] == past]
-            assert from_form["conf"] == {"pipeline": name, "start": past, "end": past, "overwrite": True,
+            (from_form,) = [r for r in runs(server, "streamjoin_reprocess", name) if r["conf"]["start"] == day1]
+            assert from_form["conf"] == {"pipeline": name, "start": day1, "end": day1, "overwrite": True,
                                          "force": False, "dry_run": False}, from_form["conf"]  # fmt: skip
             assert from_form["triggering_user_name"] == "admin"
+
+            # the bad day's scheduled run: the backfill DAG unpaused in its page, the day's run created as the
+            # UI's "Backfill" form does (POST /api/v2/backfills; the form's date pickers are not driven here)
+            backfill_dag, day2 = f"streamjoin_backfill_{name}", bad.isoformat()
+            page.goto(f"{server.url}/dags/{backfill_dag}")
+            page.locator("[data-testid=toggle-pause]").first.click(timeout=60_000)
+            wait_for(lambda: not dag(server, backfill_dag)["is_paused"], 60, "the backfill DAG unpaused")
+            status, body = server.request("POST", "/api/v2/backfills", "admin", json_body={
+                "dag_id": backfill_dag, "from_date": f"{day2}T00:00:00Z", "to_date": f"{day2}T00:00:00Z"})  # fmt: skip
+            assert status in (200, 201), body
+
+            def backfill_run() -> str | None:
+                status, body = server.get(f"/api/v2/dags/{backfill_dag}/dagRuns?run_type=backfill", "admin")
+                assert status == 200, body
+                found = [r for r in json.loads(body)["dag_runs"] if r["data_interval_start"].startswith(day2)]
+                return found[0]["dag_run_id"] if found else None
+
+            backfilled = wait_for(backfill_run, 60, f"the backfill's run of {day2}")
+
+            # the good day, from the form: checked, published, its asset event
+            state = wait_for(lambda: ended(server, "streamjoin_reprocess", from_form["dag_run_id"]), 900,
+                             f"the reprocess run of {day1} (the scheduler runs it: Spark, then the check)")  # fmt: skip
+            assert (state, tasks(server, "streamjoin_reprocess", from_form["dag_run_id"])) == (
+                "success",
+                {"validate[-1]": "success", "day.reprocess_day[0]": "success", "day.check_quality[0]": "success"},
+            )
+            assert day_files(daily / f"date={day1}") and not (daily / f"date={day1}" / "_QUARANTINED").exists()
+            wait_for(lambda: ("streamjoin_reprocess", day1) in day_events(server, name), 60, f"the event of {day1}")
+
+            # the bad day's backfill: its check fails, both sinks alerted, quarantined, no asset event
+            state = wait_for(lambda: ended(server, backfill_dag, backfilled), 900, f"the backfill run of {day2}")
+            assert (state, tasks(server, backfill_dag, backfilled)) == ("failed", {
+                "wait_for_watermark[-1]": "success", "reprocess_day[-1]": "success",
+                "check_quality[-1]": "failed"})  # fmt: skip
+            quarantined = daily / f"date={day2}"
+            marker = json.loads((quarantined / "_QUARANTINED").read_text())
+            assert marker["reason"] == "blocking checks failed: match_rate", marker
+            kept = day_files(quarantined)
+            assert kept, sorted(p.name for p in quarantined.iterdir())
+            wait_for(lambda: len(http.requests) >= 1 and len(smtp.messages) >= 1, 60, "the backfill's alerts")
+            assert alerts(http, smtp) == [(backfill_dag, day2, "streamjoin.quality_failed")]
+            first = http.requests[0]["json"]
+            assert first["blocking_failed"] == ["match_rate"] and first["outcome"].startswith("day quarantined at ")
+            assert "quality check failed (match_rate)" in str(smtp.messages[0]["Subject"])
+            assert name in str(smtp.messages[0]["Subject"]) + SmtpSink.body(smtp.messages[0])
+            assert day_events(server, name) == [("streamjoin_reprocess", day1)]
+
+            # "Reprocess day" on the quarantined day, in the pipeline's page in Airflow's frame: the check
+            # fails again, the day stays quarantined with the same data, alerted again, nothing published
+            page.goto(detail)
+            frame.locator("#reprocess-day").fill(day2)
+            frame.locator("#action-reprocess").click()
+            frame.locator("#triggered").wait_for(timeout=60_000)
+            wait_for(lambda: len(runs(server, "streamjoin_reprocess", name)) == 3, 60, "the run of the page's action")
+            (again,) = [r for r in runs(server, "streamjoin_reprocess", name) if r["conf"]["start"] == day2]
+            assert again["conf"] == {"pipeline": name, "start": day2, "end": day2, "overwrite": True,
+                                     "dry_run": False}  # fmt: skip
+            state = wait_for(lambda: ended(server, "streamjoin_reprocess", again["dag_run_id"]), 900,
+                             f"the reprocess run of {day2} from the page")  # fmt: skip
+            assert (state, tasks(server, "streamjoin_reprocess", again["dag_run_id"])) == (
+                "failed",
+                {"validate[-1]": "success", "day.reprocess_day[0]": "success", "day.check_quality[0]": "failed"},
+            )
+            assert (quarantined / "_QUARANTINED").exists() and day_files(quarantined) == kept
+            wait_for(lambda: len(http.requests) >= 2 and len(smtp.messages) >= 2, 60, "the second alerts")
+            assert alerts(http, smtp) == [(backfill_dag, day2, "streamjoin.quality_failed"),
+                                          ("streamjoin_reprocess", day2, "streamjoin.quality_failed")]  # fmt: skip
+            assert "nothing republished" in http.requests[1]["json"]["outcome"]
+            assert "streamjoin_reprocess" in SmtpSink.body(smtp.messages[1])
+            assert day_events(server, name) == [("streamjoin_reprocess", day1)]
 
             page.goto(f"{server.url}/")  # the Airflow UI links the page from its Browse menu
             page.get_by_role("button", name="Browse").click(timeout=60_000)
@@ -352,4 +540,5 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
     finally:
         StopStreamJoinOperator(task_id="stop", spec_path=str(spec_path), timeout=30).execute({})
         shutil.rmtree(docs, ignore_errors=True)
+        shutil.rmtree(PROJECT_HOME / spec.output.files.path, ignore_errors=True)
     print("screenshots: " + ", ".join(str(p) for p in shots.values()))
