@@ -3,9 +3,9 @@ call into the JVM, one RDD whose task t processes Kafka partition t of every inp
 rule with the shape's per-record rules, state in Spark's state store (RocksDB, changelog checkpointing).
 
 Which engine runs a batch is decided here, once: ``STREAMJOIN_ENGINE=kernel`` runs the supported shapes
-(stream-table inner/left with a plain table) on the kernel; anything else (default ``dataframe``) on the
-DataFrame engine. The kernel's rows are join results in the DataFrame engine's columns, so the joiner, the
-aggregate and the sinks after it are the same Spark SQL.
+(stream-table inner/left, with a plain table or a versioned one and an optional grace) on the kernel;
+anything else (default ``dataframe``) on the DataFrame engine. The kernel's rows are join results in the
+DataFrame engine's columns, so the joiner, the aggregate and the sinks after it are the same Spark SQL.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streamjoin.core.plans import KERNEL_JAR
 from streamjoin.core.shapes import Shape
-from streamjoin.core.spec import Kind, PipelineSpec
+from streamjoin.core.spec import Format, Kind, PipelineSpec
 from streamjoin.spark.state import KernelCheckpoint
 
 #: the setting that picks the engine: ``kernel`` or ``dataframe`` (the default)
@@ -48,8 +48,7 @@ def engine() -> str:
 def runs_on_kernel(spec: PipelineSpec) -> bool:
     """Whether batches of ``spec`` run on the kernel: the setting says so and the kernel has the shape."""
     join = spec.join
-    plain_table = join.shape is Shape.STREAM_TABLE and spec.right.versioned is None
-    return plain_table and join.kind in (Kind.INNER, Kind.LEFT) and engine() == "kernel"
+    return join.shape is Shape.STREAM_TABLE and join.kind in (Kind.INNER, Kind.LEFT) and engine() == "kernel"
 
 
 @dataclass
@@ -73,7 +72,8 @@ class KernelResults:
 def join_stream_table(
     decoded: DataFrame, spec: PipelineSpec, checkpoint: KernelCheckpoint, *, file_order: bool
 ) -> KernelResults:
-    """One batch of decoded rows through the kernel's stream-table join: the results (the DataFrame engine's
+    """One batch of decoded rows through the kernel's stream-table join (plain or versioned table, as the
+    spec says): the results (the DataFrame engine's
     columns: ``key, left, right, ts, matched, tomb_out, __sub, src_*, __task`` and ``ORDER``), lazily; the
     first action over them runs the batch and commits the stores at ``checkpoint.version + 1``."""
     spark = decoded.sparkSession
@@ -82,15 +82,14 @@ def join_stream_table(
     if root is None:
         temporary = root = tempfile.mkdtemp(prefix="streamjoin-kernel-")
     partitions = spec.kafka.partitions
-    batch = _kernel(spark).streamTable(
-        spark._jsparkSession,
-        decoded.select(*KERNEL_INPUT)._jdf,
-        root,
-        checkpoint.version,
-        partitions,
-        file_order,
-        spec.join.kind is Kind.INNER,
-    )
+    args = (spark._jsparkSession, decoded.select(*KERNEL_INPUT)._jdf, root, checkpoint.version, partitions,
+            file_order, spec.join.kind is Kind.INNER)  # fmt: skip
+    versioned = spec.right.versioned
+    if versioned is None:
+        batch = _kernel(spark).streamTable(*args)
+    else:
+        long_keys = spec.left.key.format is Format.LONG
+        batch = _kernel(spark).streamTableVersioned(*args, versioned.history_retention, spec.join.grace, long_keys)
     return KernelResults(DataFrame(batch.results(), spark), batch, spark, partitions, temporary)
 
 

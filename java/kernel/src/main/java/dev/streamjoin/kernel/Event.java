@@ -3,6 +3,7 @@ package dev.streamjoin.kernel;
 import java.util.Comparator;
 
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /** One record of a task's batch with its place in the processing order. */
 final class Event {
@@ -11,6 +12,8 @@ final class Event {
             .thenComparingInt(e -> e.input)
             .thenComparingInt(e -> e.partition)
             .thenComparingLong(e -> e.offset);
+
+    private static final UTF8String STREAM_SIDE = UTF8String.fromString("L");
 
     final InternalRow row;
     final int partition;
@@ -28,5 +31,10 @@ final class Event {
         this.input = row.getInt(layout.input);
         this.rank = row.getInt(layout.rank);
         this.ts = row.getLong(layout.ts);
+    }
+
+    /** A stream-side record (side L), not a table update. */
+    boolean stream(Layout layout) {
+        return row.getUTF8String(layout.side).equals(STREAM_SIDE);
     }
 }

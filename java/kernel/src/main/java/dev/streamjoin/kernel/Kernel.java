@@ -11,8 +11,9 @@ import scala.Tuple2;
 
 /**
  * The entry point the Python driver calls, once per micro-batch. A batch is one RDD: task t holds Kafka
- * partition t of every input (co-partitioned), processes its records in the batch ordering rule against
- * its state store (version {@code version} in, {@code version + 1} committed) and returns join results.
+ * partition t of every input (co-partitioned), processes its records in the batch ordering rule with its
+ * shape's {@link Rules} against its state store (version {@code version} in, {@code version + 1} committed)
+ * and returns join results.
  */
 public final class Kernel {
     private Kernel() {}
@@ -30,14 +31,35 @@ public final class Kernel {
     public static KernelBatch streamTable(SparkSession session, Dataset<Row> decoded, String checkpoint,
             long version, int partitions, boolean fileOrder, boolean inner) {
         Layout layout = new Layout(decoded.schema());
-        StoreAdapter stores = new StoreAdapter(session, checkpoint, TaskState.keySchema(),
-                TaskState.valueSchema(layout.rightType));
+        return run(session, decoded, layout, checkpoint, version, partitions, fileOrder,
+                new StreamTableRules(layout, inner));
+    }
+
+    /**
+     * A stream-table join with a versioned table over one batch of decoded records; parameters as
+     * {@link #streamTable}, and:
+     *
+     * @param retention the table's history retention (ms)
+     * @param grace the join's grace (ms; 0: none)
+     * @param longKeys keys are longs: held records are released in the order of their 8 big-endian bytes
+     */
+    public static KernelBatch streamTableVersioned(SparkSession session, Dataset<Row> decoded, String checkpoint,
+            long version, int partitions, boolean fileOrder, boolean inner, long retention, long grace,
+            boolean longKeys) {
+        Layout layout = new Layout(decoded.schema());
+        return run(session, decoded, layout, checkpoint, version, partitions, fileOrder,
+                new VersionedStreamTableRules(layout, inner, retention, grace, longKeys));
+    }
+
+    private static KernelBatch run(SparkSession session, Dataset<Row> decoded, Layout layout, String checkpoint,
+            long version, int partitions, boolean fileOrder, Rules rules) {
+        StoreAdapter stores = new StoreAdapter(session, checkpoint, TaskState.keySchema(), rules.valueSchema());
         int tasks = fileOrder ? 1 : partitions;
         int partitionColumn = layout.partition;
         JavaRDD<InternalRow> rows = decoded.queryExecution().toRdd().toJavaRDD()
                 .mapToPair(row -> new Tuple2<>(fileOrder ? 0 : row.getInt(partitionColumn), row.copy()))
                 .partitionBy(new TaskPartitioner(tasks))
-                .mapPartitionsWithIndex(new StreamTableTask(layout, stores, version, fileOrder, inner), true)
+                .mapPartitionsWithIndex(new KernelTask(layout, stores, version, fileOrder, rules), true)
                 .persist(StorageLevel.MEMORY_AND_DISK());
         return new KernelBatch(rows, session.internalCreateDataFrame(rows.rdd(), layout.output(), false));
     }

@@ -15,26 +15,26 @@ import org.apache.spark.util.TaskCompletionListener;
 import scala.Tuple2;
 
 /**
- * Task t of a stream-table batch: its partition's records of both inputs, merged in processing order and
- * joined against its store, opened at the batch's version and committed at the next once every record is
- * processed. A failed task aborts its store: a retry starts from the same version.
+ * Task t of a batch: its partition's records of every input, merged in processing order and run through the
+ * shape's {@link Rules} against its store, opened at the batch's version and committed at the next once
+ * every record is processed. A failed task aborts its store: a retry starts from the same version.
  */
-final class StreamTableTask implements Function2<Integer, Iterator<Tuple2<Integer, InternalRow>>, Iterator<InternalRow>> {
+final class KernelTask implements Function2<Integer, Iterator<Tuple2<Integer, InternalRow>>, Iterator<InternalRow>> {
     private static final long serialVersionUID = 1L;
     private final Layout layout;
     private final StructType output;
     private final StoreAdapter stores;
     private final long version;
     private final boolean fileOrder;
-    private final boolean inner;
+    private final Rules rules;
 
-    StreamTableTask(Layout layout, StoreAdapter stores, long version, boolean fileOrder, boolean inner) {
+    KernelTask(Layout layout, StoreAdapter stores, long version, boolean fileOrder, Rules rules) {
         this.layout = layout;
         this.output = layout.output();
         this.stores = stores;
         this.version = version;
         this.fileOrder = fileOrder;
-        this.inner = inner;
+        this.rules = rules;
     }
 
     @Override
@@ -47,11 +47,11 @@ final class StreamTableTask implements Function2<Integer, Iterator<Tuple2<Intege
                 store.abort();
             }
         });
-        TaskState state = new TaskState(store, TaskState.keySchema(), TaskState.valueSchema(layout.rightType));
+        TaskState state = new TaskState(store, TaskState.keySchema(), rules.valueSchema());
         List<Event> ordered = fileOrder ? BatchOrder.fileOrder(rows, layout) : BatchOrder.order(rows, layout, state);
         UnsafeProjection project = UnsafeProjection.create(output);
         List<InternalRow> results = new ArrayList<>();
-        new StreamTableRules(layout, inner, task).apply(ordered, state, row -> results.add(project.apply(row).copy()));
+        rules.apply(task, ordered, state, row -> results.add(project.apply(row).copy()));
         store.commit();
         return results.iterator();
     }

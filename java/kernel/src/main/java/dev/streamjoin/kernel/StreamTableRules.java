@@ -4,9 +4,8 @@ import java.util.List;
 import java.util.function.Consumer;
 
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
-import org.apache.spark.unsafe.types.UTF8String;
+import org.apache.spark.sql.types.StructType;
 
 /**
  * Stream-table join, plain (non-versioned) table: the per-record rules of
@@ -15,23 +14,27 @@ import org.apache.spark.unsafe.types.UTF8String;
  * inner emits only matches, left emits (value, null) without one; a null-key stream record of a left join
  * is joined with null (KIP-962). Only stream records emit, at their own ts.
  */
-final class StreamTableRules {
+final class StreamTableRules implements Rules {
+    private static final long serialVersionUID = 1L;
     private final Layout layout;
     private final boolean inner;
-    private final int task;
 
-    StreamTableRules(Layout layout, boolean inner, int task) {
+    StreamTableRules(Layout layout, boolean inner) {
         this.layout = layout;
         this.inner = inner;
-        this.task = task;
     }
 
-    void apply(List<Event> ordered, TaskState state, Consumer<InternalRow> emit) {
+    @Override
+    public StructType valueSchema() {
+        return TaskState.valueSchema(layout.rightType);
+    }
+
+    @Override
+    public void apply(int task, List<Event> ordered, TaskState state, Consumer<InternalRow> emit) {
         for (Event event : ordered) {
             InternalRow row = event.row;
-            boolean stream = row.getUTF8String(layout.side).toString().equals("L");
             String key = row.isNullAt(layout.key) ? null : row.getUTF8String(layout.key).toString();
-            if (!stream) {
+            if (!event.stream(layout)) {
                 if (row.getBoolean(layout.tomb)) {
                     state.remove(TaskState.TABLE, key);
                 } else {
@@ -44,28 +47,7 @@ final class StreamTableRules {
             if (right == null && inner) {
                 continue;
             }
-            emit.accept(result(event, key, right));
+            emit.accept(Results.of(task, event, 0, Results.Source.of(event, layout), right));
         }
-    }
-
-    private InternalRow result(Event event, String key, Object right) {
-        InternalRow row = event.row;
-        return new GenericInternalRow(new Object[] {
-            key == null ? null : UTF8String.fromString(key),
-            row.get(layout.lval, layout.leftType),
-            right,
-            event.ts,
-            right != null,
-            false,
-            0,
-            row.getUTF8String(layout.topic),
-            event.partition,
-            event.offset,
-            task,
-            event.pos,
-            event.input,
-            event.partition,
-            event.offset,
-        });
     }
 }

@@ -1,5 +1,7 @@
 package dev.streamjoin.kernel;
 
+import java.util.Arrays;
+
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
@@ -10,28 +12,37 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * A task's state in its store: rows keyed by (kind, key). Kind {@link #TABLE}: the table's latest value per
- * key and its ts; kind {@link #CLOCK}: a (topic, partition) queue's max timestamp so far (the batch order's
- * carry-over), in {@code ts}. Table and clocks are committed together, as one version.
+ * A task's state in its store: rows keyed by (kind, key), valued by the shape's value schema, whose first
+ * two fields are (value, ts). Kinds: {@link #TABLE}, a plain table's latest value per key and its ts;
+ * {@link #CLOCK}, a (topic, partition) queue's max timestamp so far (the batch order's carry-over), in
+ * {@code ts}; {@link #VERSIONS}, a versioned table's versions of a key; {@link #BUFFER}, the grace buffer
+ * (one row, key ""); {@link #TIME}, the task's named stream times, in {@code ts}. All of a task's rows are
+ * committed together, as one version.
  */
 final class TaskState implements BatchOrder.Clocks {
     static final int TABLE = 0;
     static final int CLOCK = 1;
+    static final int VERSIONS = 2;
+    static final int BUFFER = 3;
+    static final int TIME = 4;
 
     private final StateStore store;
     private final UnsafeProjection keys;
     private final UnsafeProjection values;
+    private final int width;
 
     TaskState(StateStore store, StructType keySchema, StructType valueSchema) {
         this.store = store;
         this.keys = UnsafeProjection.create(keySchema);
         this.values = UnsafeProjection.create(valueSchema);
+        this.width = valueSchema.length();
     }
 
     static StructType keySchema() {
         return new StructType().add("kind", DataTypes.IntegerType, false).add("key", DataTypes.StringType, false);
     }
 
+    /** The plain table's values: (value, ts). Other shapes add fields after these two. */
     static StructType valueSchema(DataType valueType) {
         return new StructType().add("value", valueType).add("ts", DataTypes.LongType, false);
     }
@@ -40,19 +51,37 @@ final class TaskState implements BatchOrder.Clocks {
         return keys.apply(new GenericInternalRow(new Object[] {kind, UTF8String.fromString(key)})).copy();
     }
 
-    /** (value, ts) of {@code key}, or null; {@code value} is a Spark internal value of the value type. */
+    /** The row of {@code key}, or null; its fields are Spark internal values of the value schema. */
     UnsafeRow get(int kind, String key) {
         UnsafeRow row = store.get(key(kind, key), StateStore.DEFAULT_COL_FAMILY_NAME());
         return row == null ? null : row.copy();
     }
 
+    /** Store (value, ts) at {@code key}; any further fields null. */
     void put(int kind, String key, Object value, long ts) {
-        UnsafeRow row = values.apply(new GenericInternalRow(new Object[] {value, ts})).copy();
-        store.put(key(kind, key), row, StateStore.DEFAULT_COL_FAMILY_NAME());
+        putFields(kind, key, value, ts);
+    }
+
+    /** Store a row of the value schema's leading {@code fields} (the rest null) at {@code key}. */
+    void putFields(int kind, String key, Object... fields) {
+        Object[] row = Arrays.copyOf(fields, width);
+        store.put(key(kind, key), values.apply(new GenericInternalRow(row)).copy(), StateStore.DEFAULT_COL_FAMILY_NAME());
     }
 
     void remove(int kind, String key) {
         store.remove(key(kind, key), StateStore.DEFAULT_COL_FAMILY_NAME());
+    }
+
+    /** The task's stream time {@code name}, or null before its first record. */
+    Long time(String name) {
+        UnsafeRow row = get(TIME, name);
+        return row == null ? null : row.getLong(1);
+    }
+
+    void putTime(String name, Long ts) {
+        if (ts != null) {
+            put(TIME, name, null, ts);
+        }
     }
 
     @Override
