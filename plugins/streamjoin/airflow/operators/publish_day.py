@@ -25,6 +25,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from streamjoin.airflow.operators.quality import DataQualityOperator, QualityCheckFailed
+from streamjoin.airflow.operators.reprocess import checked_before_publishing, day_lock, emit_day_event, run_identity
 from streamjoin.core.backfill import parse_day, partition_location
 from streamjoin.core.plans import resolve
 from streamjoin.core.publish import Action, ForcedRecord, decide, record_forced, staged_location, swap_in
@@ -74,7 +75,6 @@ class CheckAndPublishDayOperator(DataQualityOperator):
         self.force, self.count_only = force, dry_run
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from streamjoin.airflow.operators.reprocess import checked_before_publishing, day_lock, emit_day_event
 
         if _true(self.count_only):
             raise AirflowSkipException("dry run: nothing was staged, nothing to check or publish")
@@ -87,7 +87,7 @@ class CheckAndPublishDayOperator(DataQualityOperator):
         targets = day_targets(spec, day)
         staged, published = Path(targets[0][0]), Path(targets[0][1])
         lock = day_lock(spec, day)
-        run = (str(context["ti"].dag_id), str(context.get("run_id")))
+        run = run_identity(context)
         try:
             if not staged.is_dir():
                 raise AirflowFailException(
@@ -138,8 +138,9 @@ class CheckAndPublishDayOperator(DataQualityOperator):
         for _, target in targets:
             release_quarantine(target)
         dag_run = context.get("dag_run")
+        dag_id, run_id = run_identity(context)
         record = ForcedRecord(
-            day=result.day, dag_id=str(context["ti"].dag_id), run_id=str(context.get("run_id")),
+            day=result.day, dag_id=dag_id, run_id=run_id,
             user=getattr(dag_run, "triggering_user_name", None), failed=result.blocking_failed,
             summary=result.summary(), at=datetime.now(UTC).isoformat(timespec="seconds"),
         )  # fmt: skip

@@ -12,6 +12,7 @@ Values from a trigger form reach spark-submit only as separate list arguments (n
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Sequence
 from datetime import date
 from pathlib import Path
@@ -64,6 +65,16 @@ def day_lock(spec: PipelineSpec, day: date, home: Path = PROJECT_HOME) -> DayLoc
     if spec.output.files is None:
         return None
     return DayLock(LocalStorage(), lock_location(str(resolve(spec.output.files.path, home)), day), spec.name, day)
+
+
+def run_identity(context: Any) -> tuple[str, str]:
+    """``(dag_id, run_id)`` of the task's DAG run, which holds a day's lock; an ``execute`` called outside a DAG
+    run (a script, a test) gets a one-off identity, which no run holds (another run may take the lock over)."""
+    dag_id = getattr(context.get("dag"), "dag_id", None) or getattr(context.get("ti"), "dag_id", None)
+    run_id = context.get("run_id")
+    if dag_id is None or run_id is None:
+        return "<outside a DAG run>", f"direct-{uuid.uuid4().hex[:12]}"
+    return str(dag_id), str(run_id)
 
 
 def run_is_active(context: Any) -> Any:
@@ -189,7 +200,7 @@ class ReprocessDayOperator(SpecLineageMixin, BaseOperator):
             raise AirflowSkipException(f"{spec.name} {plan.day}: no input records on {topics}; nothing published")
         stage = checked_before_publishing(spec) and not dry_run
         lock = None if dry_run else day_lock(spec, plan.day)
-        run = (str(getattr(context.get("dag"), "dag_id", None) or context["ti"].dag_id), str(context.get("run_id")))
+        run = run_identity(context)
         if lock is not None:
             try:
                 lock.acquire(*run, run_is_active(context))
