@@ -28,7 +28,7 @@ def _operator(partition: Path, tmp_path: Path, **kwargs: Any) -> Any:
 
     return DataQualityOperator(
         task_id="check_enriched",
-        spec_path=str(SPEC_PATH),
+        spec_path=kwargs.pop("spec_path", str(SPEC_PATH)),
         partition_path=str(partition),
         day=DAY.isoformat(),
         left_input_count=str(N_CLICKS),  # as a rendered template gives it
@@ -73,6 +73,28 @@ def test_blocking_failure_quarantines_then_a_passing_recheck_releases(
     assert read_check_result(partition).suite_file == str(suite)  # type: ignore[union-attr]
     runs = sorted(p.name for p in (tmp_path / "docs" / "clicks_per_region" / "enriched" / DAY.isoformat()).iterdir())
     assert runs == ["manual__2026-01-03T00_00_00_00_00-try1", "manual__2026-01-03T00_00_00_00_00-try2"]
+
+
+@pytest.mark.spark
+def test_a_day_written_as_json_is_read_as_json(
+    spark: Any, enriched_frame: Callable[[list[Any]], Any], tmp_path: Path
+) -> None:
+    """A spec whose files are JSON: the check reads the day as JSON (not Parquet) and sees every row."""
+    import yaml
+
+    from streamjoin.airflow.operators.quality import QualityCheckFailed
+
+    data = yaml.safe_load(SPEC_PATH.read_text())
+    data["output"]["files"]["format"] = "json"
+    spec = tmp_path / "clicks_per_region.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    partition = tmp_path / "output" / "enriched" / f"date={DAY.isoformat()}"
+    enriched_frame(cases.right_side_dropped(cases.clean_rows())).coalesce(1).write.json(str(partition))
+    with pytest.raises(QualityCheckFailed) as caught:
+        _operator(partition, tmp_path, spec_path=str(spec)).execute(_context())
+    result = caught.value.check_result
+    assert result.blocking_failed == ["match_rate"] and result.row_count == N_CLICKS
+    assert read_quarantine(partition) is not None
 
 
 @pytest.mark.spark

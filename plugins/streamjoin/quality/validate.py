@@ -171,19 +171,20 @@ def check_partition(
     docs_dir: str | Path,
     run_id: str,
     docs_url: Callable[[str], str] | None = None,
+    file_format: str = "parquet",
 ) -> CheckResult:
     """Validate a day partition and record the verdict in it: ``_CHECK_RESULT.json`` always, ``_QUARANTINED``
     when a blocking check failed (a passing run removes an old marker).
 
     :param docs_url: maps the local Data Docs URL to the one people can open (alerts, status page)
+    :param file_format: how the day's files are written (the spec's ``files.format``: parquet or json)
     """
     partition = Path(partition)
     if not any(p.is_file() and not p.name.startswith(("_", ".")) for p in partition.rglob("*")):
         result = empty_result(plan, run_id=run_id, partition_path=str(partition))  # Spark cannot read "nothing"
     else:
-        result = validate_dataframe(
-            spark.read.parquet(str(partition)), plan, docs_dir=docs_dir, run_id=run_id, partition_path=str(partition)
-        )
+        day = spark.read.format(file_format).load(str(partition))
+        result = validate_dataframe(day, plan, docs_dir=docs_dir, run_id=run_id, partition_path=str(partition))
     if docs_url is not None and result.data_docs_url:
         result = dataclasses.replace(result, data_docs_url=docs_url(result.data_docs_url))
     write_check_result(result, partition)

@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from streamjoin.airflow.notifiers import quality_notifiers
 from streamjoin.core.plans import resolve
-from streamjoin.core.spec import load_spec
+from streamjoin.core.spec import PipelineSpec, load_spec
 from streamjoin.quality.results import RESULT_FILE, CheckResult
 from streamjoin.quality.suites import Target, build_check_plan, default_suite_path, load_settings
 
@@ -169,6 +169,7 @@ class DataQualityOperator(BaseOperator):
             docs_dir=docs_root / spec.name / plan.target.value / day.isoformat() / run_slug(run_name),
             run_id=run_name,
             docs_url=(lambda url: _served(url, docs_root, base_url)) if base_url else None,
+            file_format=_files_format(spec, plan.target),
         )
         for outcome in result.failed:
             level = "error" if outcome.blocking else "warning"
@@ -190,6 +191,12 @@ class DataQualityOperator(BaseOperator):
     def on_kill(self) -> None:
         if self._spark is not None:
             self._spark.sparkContext.cancelAllJobs()
+
+
+def _files_format(spec: PipelineSpec, target: Target) -> str:
+    """How the spec writes the target's files (the day is read back the same way)."""
+    sink = spec.aggregate.output if target is Target.AGGREGATE and spec.aggregate is not None else spec.output
+    return sink.files.format if sink.files is not None else "parquet"
 
 
 def _optional_int(value: int | str | None) -> int | None:
