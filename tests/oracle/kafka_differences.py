@@ -102,6 +102,11 @@ def describe(case: Case, run: OracleRun) -> str:
 
 
 # --- Kafka's versioned store, as far as the rules need it ----------------------------------------------
+#: the smallest default segment interval of a versioned store (``RocksDbVersionedKeyValueBytesStoreSupplier.
+#: defaultSegmentInterval``: max(history / 3, 2 s) for a history up to 60 s); the model knows one segment
+SEGMENT_INTERVAL_MIN_MS = 2_000
+
+
 @dataclass
 class _Segment:
     """A key's history in RocksDBVersionedStore's segments (all matrix timestamps are in segment 0: the
@@ -142,6 +147,7 @@ class KafkaVersionedStore:
 
     def put(self, key: Any, value: Any, ts: int) -> tuple[str, int | None]:
         """``("refused" | "lost" | "stored", history_end)``."""
+        assert 0 <= ts < SEGMENT_INTERVAL_MIN_MS, f"ts {ts} is beyond the first segment this model knows"
         if self.observed is not None and ts < self.observed - self.history_retention:
             return "refused", None
         self.observed = ts if self.observed is None else max(self.observed, ts)
