@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from pathlib import Path
 
 # The streamjoin package ships next to this file (plugins/) or via --py-files on a cluster.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
 
+from streamjoin.core.job_files import JobFailure, PipelineFiles
 from streamjoin.core.spec import load_spec
 from streamjoin.kafka.client_config import KafkaClientConfig
 from streamjoin.kafka.connection_check import check_connection
@@ -38,7 +40,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the job; an error is recorded in the checkpoint's ``failure.json`` for the owner (restart or alert)
+    and ends the process with ``EXIT_TRANSIENT`` or ``EXIT_TERMINAL`` (``streamjoin.core.job_files``)."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return run(args)
+    except Exception as exc:
+        failure = JobFailure.of(exc)
+        PipelineFiles(Path(args.checkpoint)).record_failure(failure)
+        traceback.print_exc()
+        then = "a restart from the checkpoint may help" if failure.transient else "a person must act before a restart"
+        print(f"streamjoin failed: {failure.describe()} ({then})", file=sys.stderr, flush=True)
+        return failure.exit_code
+
+
+def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     kafka = KafkaClientConfig.from_job_arguments(args.bootstrap, args.kafka_config)
     check_connection(kafka)  # a refused password fails here, naming the connection

@@ -1,8 +1,9 @@
 """The owner of a streaming job with real processes: a detached spark-submit job on the test broker, watched
 by the owner's trigger (its ``run()`` driven with asyncio, as the triggerer does): healthy, killed with
 SIGKILL and restarted from its checkpoint (exactly-once file output), stopped, redeployed, stopped by the
-trigger's ``on_kill``; a throttled job's lag alert; a crash loop that ends in a failed task and an alert on
-a real HTTP sink, through a real DAG run (``dag.test()`` runs the trigger inline)."""
+trigger's ``on_kill``; a throttled job's lag alert; through real DAG runs (``dag.test()`` runs the trigger
+inline), a crash loop that ends in a failed task and an alert on a real HTTP sink, and a terminal failure (a
+corrupt checkpoint) that fails the task and alerts at its first death."""
 
 from __future__ import annotations
 
@@ -299,19 +300,40 @@ print("RESULT " + json.dumps({ti.task_id: str(ti.state) for ti in run.get_task_i
 """
 
 
+def _kill_each_driver(files: Any, stop: threading.Event, killed: list[int]) -> None:
+    """SIGKILL the process group of each driver the owner launches, once it has run for a few seconds."""
+    while not stop.is_set():
+        driver = files.driver()
+        if driver and int(driver["pid"]) not in killed and files.driver_alive():
+            time.sleep(3)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(int(driver["pgid"]), signal.SIGKILL)
+            killed.append(int(driver["pid"]))
+        stop.wait(0.5)
+
+
 @pytest.mark.airflow  # the DAG run uses the test Airflow DB
-def test_crash_loop_stops_restarting_fails_and_alerts(
-    kafka_bootstrap: str, topic_factory: Callable[[str], str], tmp_path: Path, cleanup: list[Path]
+@pytest.mark.parametrize("fault", ["terminal", "crash-loop"])
+def test_a_terminal_failure_or_a_crash_loop_fails_the_owner_and_alerts(
+    fault: str, kafka_bootstrap: str, topic_factory: Callable[[str], str], tmp_path: Path, cleanup: list[Path]
 ) -> None:
+    """terminal: a corrupt checkpoint; the job records why it failed, and the owner gives up at its first death
+    (no restart) with an alert naming the error and what to do. crash-loop: every driver is killed (no error
+    recorded: a restart may help); the owner restarts once, then gives up with an alert."""
     name = f"crash_{topic_factory('n').rsplit('-', 1)[1]}"
     spec_path, _ = write_spec(tmp_path / "spec.yaml", name, topic_factory)
     cleanup.append(spec_path)
     provision(kafka_bootstrap, spec_path)
     files = pipeline_files(load_spec(spec_path))
-    (files.checkpoint / "query").mkdir(parents=True)
-    (files.checkpoint / "query" / "metadata").write_text("not json\n")  # the query fails at every start
+    if fault == "terminal":
+        (files.checkpoint / "query").mkdir(parents=True)
+        (files.checkpoint / "query" / "metadata").write_text("not json\n")  # the query fails at every start
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Sink.received = []
+    stop, killed = threading.Event(), []
+    if fault == "crash-loop":
+        threading.Thread(target=_kill_each_driver, args=(files, stop, killed), daemon=True).start()
     dags = tmp_path / "dags"
     dags.mkdir()
     (dags / "crash_loop.py").write_text(f"SPEC = {str(spec_path)!r}\n" + DAG_FILE)
@@ -325,14 +347,23 @@ def test_crash_loop_stops_restarting_fails_and_alerts(
         done = subprocess.run([sys.executable, "-c", RUN, str(dags)], capture_output=True, text=True, timeout=300,
                               env=env, cwd=PROJECT_HOME)  # fmt: skip
     finally:
+        stop.set()
         server.shutdown()
     result = next((line for line in done.stdout.splitlines() if line.startswith("RESULT ")), None)
     assert result is not None, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert json.loads(result[7:]) == {"supervise": "failed"}
-    assert len(files.supervisor()["restarts"]) == 1  # launched once, restarted once, then given up
     assert files.supervisor()["gave_up_at"] is not None  # later runs wait for a redeploy
     assert not files.driver_alive()
     assert len(_Sink.received) == 1, _Sink.received
     alert = _Sink.received[0]
     assert alert["event"] == "streamjoin.task_failed" and alert["task_id"] == "supervise"
-    assert "not restarting" in alert["error"]
+    if fault == "terminal":
+        assert files.supervisor()["restarts"] == []  # never restarted: a restart cannot fix it
+        failure = files.run_failure()
+        assert failure is not None and failure.error == "CorruptCheckpointError" and not failure.transient
+        assert "a restart cannot fix: CorruptCheckpointError" in alert["error"] and "move it aside" in alert["error"]
+        assert "redeploy" in alert["error"]
+    else:
+        assert len(files.supervisor()["restarts"]) == 1 and len(killed) == 2  # launched, restarted, given up
+        assert files.run_failure() is None  # killed: no error recorded
+        assert "not restarting" in alert["error"]

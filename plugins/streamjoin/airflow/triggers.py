@@ -34,6 +34,7 @@ class StreamJobTrigger(BaseTrigger):
     :param policy: :class:`Policy` fields
     :param waiting: the job is meant to be down (see :func:`~streamjoin.core.supervision.watch_step`)
     :param lagging_since: carried over from the previous deferral
+    :param restart_after: a dead driver's restart backs off until then (epoch s)
     """
 
     def __init__(
@@ -47,18 +48,19 @@ class StreamJobTrigger(BaseTrigger):
         poll: float = 10.0,
         waiting: bool = False,
         lagging_since: float | None = None,
+        restart_after: float | None = None,
     ) -> None:
         super().__init__()
         self.checkpoint, self.topics, self.kafka_conn_id = checkpoint, list(topics), kafka_conn_id
         self.policy, self.watch_until, self.poll = dict(policy), float(watch_until), float(poll)
-        self.waiting, self.lagging_since = bool(waiting), lagging_since
+        self.waiting, self.lagging_since, self.restart_after = bool(waiting), lagging_since, restart_after
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {"checkpoint": self.checkpoint, "topics": self.topics, "kafka_conn_id": self.kafka_conn_id,
              "policy": self.policy, "watch_until": self.watch_until, "poll": self.poll, "waiting": self.waiting,
-             "lagging_since": self.lagging_since},
+             "lagging_since": self.lagging_since, "restart_after": self.restart_after},
         )  # fmt: skip
 
     @property
@@ -91,7 +93,7 @@ class StreamJobTrigger(BaseTrigger):
             now = time.time()
             event, lagging_since = watch_step(
                 health, intent, waiting=self.waiting, lagging_since=lagging_since, now=now,
-                watch_until=self.watch_until, policy=policy,
+                watch_until=self.watch_until, policy=policy, restart_after=self.restart_after,
             )  # fmt: skip
             if event is not None:
                 self.log.info("%s: %s (%s)", self.checkpoint, event.value, health.reason)

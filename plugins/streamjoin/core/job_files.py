@@ -10,6 +10,8 @@ Per pipeline, in its checkpoint folder ``var/checkpoints/<name>/``:
 * ``supervisor.json``: the owner's record: restart times, lag alerts, last assessment, whether it gave up;
 * ``intent``: what the pipeline's owner is asked to do: ``run``, ``stop`` (stay stopped), ``redeploy``
   (start again once stopped), written by the stop/redeploy DAG, read by the owner's trigger;
+* ``failure.json``: why the job's last run stopped with an error (:class:`JobFailure`: the error, its message,
+  whether a restart can help), written by the job as it exits, read by the owner (restart or alert);
 * ``lease.json``: who runs the job on this checkpoint (:class:`Lease`): a second driver refuses to start;
 * ``query/``: the job's offset log (:class:`OffsetLog`): ``metadata`` (the query id), ``offsets/N`` (the end
   offsets batch N reads up to, written before it runs) and ``commits/N`` (written once its outputs and state
@@ -22,6 +24,7 @@ atomically when trimmed; its reader skips a line a crash tore.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -31,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streamjoin.core.errors import CheckpointLockedError, CorruptCheckpointError
+from streamjoin.core.errors import CheckpointLockedError, CorruptCheckpointError, StreamJoinError
 from streamjoin.core.storage import LocalStorage, Storage, join, write_text_atomic
 
 STATUS_FILE = "status.json"
@@ -42,6 +45,10 @@ SUPERVISOR_FILE = "supervisor.json"
 INTENT_FILE = "intent"
 INTENTS = ("run", "stop", "redeploy")
 HISTORY_FILE = "history.jsonl"
+FAILURE_FILE = "failure.json"
+#: the exit codes of a job that recorded its failure: a restart from the checkpoint may help (EX_TEMPFAIL), or
+#: a person must act first (EX_CONFIG)
+EXIT_TRANSIENT, EXIT_TERMINAL = 75, 78
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -72,6 +79,39 @@ def pid_alive(pid: int, must_contain: str | None = None) -> bool:
     except OSError:
         return proc.exists() if must_contain is None else False
     return True
+
+
+@dataclass(frozen=True)
+class JobFailure:
+    """Why a job's run stopped with an error. ``transient``: a restart from the checkpoint may help (the
+    broker was away, a task died); otherwise a person must act first (a refused password, a corrupt
+    checkpoint, a second driver on it, a spec that cannot run). An error that is not a
+    :class:`~streamjoin.core.errors.StreamJoinError` is not known to be permanent: transient."""
+
+    error: str
+    message: str
+    transient: bool
+    at: float
+
+    @classmethod
+    def of(cls, exc: BaseException, at: float | None = None) -> JobFailure:
+        transient = exc.transient if isinstance(exc, StreamJoinError) else True
+        message = str(exc).strip() or repr(exc)
+        return cls(type(exc).__name__, message[:2000], transient, time.time() if at is None else at)
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> JobFailure | None:
+        try:
+            return cls(str(record["error"]), str(record["message"]), bool(record["transient"]), float(record["at"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_TRANSIENT if self.transient else EXIT_TERMINAL
+
+    def describe(self) -> str:
+        return f"{self.error}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -114,6 +154,21 @@ class PipelineFiles:
     def driver_alive(self) -> bool:
         driver = self.driver()
         return driver is not None and pid_alive(int(driver["pid"]), driver.get("name"))
+
+    def record_failure(self, failure: JobFailure) -> None:
+        self.checkpoint.mkdir(parents=True, exist_ok=True)
+        _write(self.checkpoint / FAILURE_FILE, dataclasses.asdict(failure))
+
+    def failure(self) -> JobFailure | None:
+        """The failure the job recorded last (of this run or an earlier one: compare ``at`` with the driver's
+        ``started_at``)."""
+        record = _read(self.checkpoint / FAILURE_FILE)
+        return None if record is None else JobFailure.from_record(record)
+
+    def run_failure(self) -> JobFailure | None:
+        """The failure recorded by the driver the owner launched last, if it recorded one."""
+        failure, started = self.failure(), (self.driver() or {}).get("started_at")
+        return failure if failure is not None and started is not None and failure.at >= float(started) else None
 
     def supervisor(self) -> dict[str, Any]:
         return _read(self.checkpoint / SUPERVISOR_FILE) or {"restarts": [], "lagging_since": None}

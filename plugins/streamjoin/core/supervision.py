@@ -26,13 +26,17 @@ class Policy:
     """:param stale_after: seconds without a fresh status record before an alive job counts as stale
     :param lag_threshold: total lag (records) above which a job lags
     :param lag_grace: seconds lag may stay above the threshold before it alerts
-    :param max_restarts: restarts allowed within ``window`` seconds; one more is a crash loop"""
+    :param max_restarts: restarts allowed within ``window`` seconds; one more is a crash loop
+    :param backoff: seconds before the second restart within the window (the first is at once), doubling for
+        each further one, at most ``backoff_max``"""
 
     stale_after: float = 120.0
     lag_threshold: int = 10_000
     lag_grace: float = 300.0
     max_restarts: int = 3
     window: float = 900.0
+    backoff: float = 10.0
+    backoff_max: float = 300.0
 
 
 def partition_lag(
@@ -106,6 +110,13 @@ def may_restart(restarts: Sequence[float], now: float, policy: Policy) -> bool:
     return len(restarts_in_window(restarts, now, policy.window)) < policy.max_restarts
 
 
+def restart_delay(restarts: Sequence[float], now: float, policy: Policy) -> float:
+    """Seconds to wait before restarting a driver that died on a transient error: none for the first death in
+    the window, then ``backoff`` doubling with each restart already in it (exponential backoff)."""
+    recent = len(restarts_in_window(restarts, now, policy.window))
+    return 0.0 if recent == 0 else min(policy.backoff * 2 ** (recent - 1), policy.backoff_max)
+
+
 def lag_alert_due(lagging_since: float | None, now: float, policy: Policy) -> bool:
     return lagging_since is not None and now - lagging_since >= policy.lag_grace
 
@@ -141,6 +152,7 @@ def watch_step(
     now: float,
     watch_until: float,
     policy: Policy,
+    restart_after: float | None = None,
 ) -> tuple[Event | None, float | None]:
     """One poll of the owner's trigger: (the event to fire, or None to keep watching; since when lag is
     above the threshold).
@@ -148,6 +160,7 @@ def watch_step(
     :param intent: ``run``, ``stop`` or ``redeploy`` (:meth:`PipelineFiles.intent`)
     :param waiting: the job is meant to be down (stopped on purpose, or given up after a crash loop): only a
         redeploy request or the end of the watch fire then
+    :param restart_after: a dead driver's restart is backing off until then (epoch s): DEAD fires after it
     """
     alive = health.state not in (State.DEAD, State.STOPPED)
     if not alive and intent == "redeploy":
@@ -155,7 +168,9 @@ def watch_step(
     if waiting or not alive:
         if waiting:
             return (Event.WATCHED if now >= watch_until else None), None
-        return (Event.STOPPED if intent == "stop" or health.state is State.STOPPED else Event.DEAD), None
+        if intent == "stop" or health.state is State.STOPPED:
+            return Event.STOPPED, None
+        return (Event.DEAD if restart_after is None or now >= restart_after else None), None
     since = (lagging_since or now) if health.state is State.LAGGING else None
     if lag_alert_due(since, now, policy):
         return Event.LAGGING, since

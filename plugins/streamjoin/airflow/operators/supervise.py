@@ -23,12 +23,13 @@ from streamjoin.airflow.lineage import SpecLineageMixin
 from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.plans import checkpoint_dir, connector_jars, package_zip, plan_submit, resolve, secrets_dir
 from streamjoin.core.spec import PipelineSpec, load_spec
-from streamjoin.core.supervision import Event, Health, Policy, lag_alert_due, may_restart, observe
+from streamjoin.core.supervision import Event, Health, Policy, lag_alert_due, may_restart, observe, restart_delay
 from streamjoin.kafka.client_config import KafkaClientConfig
 
 
 class StreamJobFailure(AirflowFailException):
-    """The job cannot be kept running (crash loop) or lags beyond its grace period: alert, no retry."""
+    """The job cannot be kept running (a terminal error, a crash loop) or lags beyond its grace period: alert,
+    no retry."""
 
 
 def pipeline_files(spec: PipelineSpec) -> PipelineFiles:
@@ -81,9 +82,9 @@ class _PipelineOperator(BaseOperator):
 class SuperviseStreamJoinOperator(SpecLineageMixin, _PipelineOperator):
     """Own the pipeline's streaming job: start it unless it runs (or was stopped on purpose, or given up
     after a crash loop), then watch it for ``watch`` seconds, deferred to :class:`StreamJobTrigger`: restart
-    a dead driver from its checkpoint within the restart budget, start it again on a redeploy request, and
-    fail (alerting through ``on_failure_callback``) on a crash loop or on lag above the threshold beyond
-    the grace period. ``watch=0``: one check, no deferral (returns the job's state).
+    a dead driver from its checkpoint within the restart budget (with exponential backoff), start it again
+    on a redeploy request, and fail (alerting through ``on_failure_callback``) on a terminal error the job
+    recorded, on a crash loop or on lag above the threshold beyond the grace period. ``watch=0``: one check, no deferral (returns the job's state).
 
     :param policy: thresholds and restart budget
     :param watch: seconds per deferral; the task succeeds when a watch ends with nothing to do
@@ -118,11 +119,46 @@ class SuperviseStreamJoinOperator(SpecLineageMixin, _PipelineOperator):
             files.save_supervisor(record)
             raise StreamJobFailure(f"{spec.name}: lag {sum(event['lag'].values())} above "
                                    f"{self.policy.lag_threshold} for {self.policy.lag_grace:.0f}s or more")  # fmt: skip
+        if kind is Event.DEAD and self._backing_off(spec, files, record):
+            return self._watch(spec, self._setup(check=False)[1], files)
         if kind in (Event.DEAD, Event.REDEPLOY):
             kafka = self._setup()[1]  # checked: a changed password fails here, not in the driver
             self._start(spec, kafka, files, restart=kind is Event.DEAD)
             return self._watch(spec, kafka, files)
         return self._report(spec, files, None, kind.value)
+
+    def _backing_off(self, spec: PipelineSpec, files: PipelineFiles, record: dict[str, Any]) -> bool:
+        """The driver died: give up at once on a terminal failure (the task fails and alerts, naming it);
+        after a transient one, wait out the backoff before the restart (True: still waiting)."""
+        failure = files.run_failure()
+        log = (files.driver() or {}).get("log", files.checkpoint / "driver.log")
+        now = time.time()
+        if failure is not None and not failure.transient:
+            record["gave_up_at"] = now
+            record["last"] = {"state": "failed", "reason": failure.describe(), "at": now}
+            record.pop("restart_after", None)
+            files.save_supervisor(record)
+            raise StreamJobFailure(
+                f"{spec.name}: the job stopped on an error a restart cannot fix: {failure.describe()}. Not "
+                f"restarting: fix the cause, then redeploy (DAG streamjoin_stop_redeploy with redeploy); "
+                f"driver log {log}"
+            )
+        due = record.get("restart_after")
+        if not may_restart(record["restarts"], now, self.policy):
+            return False  # a crash loop: no point waiting before giving up
+        if due is None:
+            wait = restart_delay(record["restarts"], now, self.policy)
+            if wait <= 0:
+                return False
+            record["restart_after"] = due = now + wait
+            files.save_supervisor(record)
+            cause = failure.describe() if failure is not None else "no error recorded (killed?)"
+            self.log.warning("%s died (%s): restarting in %.0fs (backoff)", spec.name, cause, wait)
+        if now < float(due):
+            return True
+        record.pop("restart_after", None)
+        files.save_supervisor(record)
+        return False
 
     def _meant_down(self, files: PipelineFiles) -> bool:
         return files.stopped_on_purpose() or bool(files.supervisor().get("gave_up_at"))
@@ -164,7 +200,7 @@ class SuperviseStreamJoinOperator(SpecLineageMixin, _PipelineOperator):
             checkpoint=str(files.checkpoint), topics=_join_topics(spec),
             kafka_conn_id=self.kafka_conn_id, policy=policy_kwargs(self.policy), watch_until=time.time() + self.watch,
             poll=self.poll, waiting=not files.driver_alive() and self._meant_down(files),
-            lagging_since=record.get("lagging_since"),
+            lagging_since=record.get("lagging_since"), restart_after=record.get("restart_after"),
         )  # fmt: skip
         self.defer(trigger=trigger, method_name="resume")
 

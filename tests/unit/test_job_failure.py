@@ -1,0 +1,91 @@
+"""Why a job stopped: the job records its failure (``failure.json``) and exits with a code that says whether a
+restart can help; the owner reads it (restart after a backoff, or give up and alert at once)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from streamjoin.core.errors import CheckpointLockedError, CorruptCheckpointError, KafkaUnavailableError
+from streamjoin.core.job_files import EXIT_TERMINAL, EXIT_TRANSIENT, JobFailure, PipelineFiles
+from streamjoin.core.plans import PROJECT_HOME
+from streamjoin.core.supervision import Event, Health, Policy, State, restart_delay, watch_step
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"),
+    [
+        (CorruptCheckpointError("/c/query/metadata", "not JSON"), False),
+        (CheckpointLockedError("/c", "host:1", 12.0), False),
+        (KafkaUnavailableError("broker down"), True),
+        (RuntimeError("Py4JJavaError: task failed"), True),  # not known to be permanent
+    ],
+)
+def test_a_failure_says_whether_a_restart_can_help(error: Exception, transient: bool) -> None:
+    failure = JobFailure.of(error, at=5.0)
+    assert failure.transient is transient
+    assert failure.exit_code == (EXIT_TRANSIENT if transient else EXIT_TERMINAL)
+    assert failure.describe().startswith(type(error).__name__ + ": ")
+
+
+def test_only_the_failure_of_the_driver_launched_last_counts(tmp_path: Path) -> None:
+    files = PipelineFiles(tmp_path)
+    assert files.failure() is None and files.run_failure() is None
+    files.record_failure(JobFailure.of(CorruptCheckpointError("/m", "bad"), at=time.time()))
+    assert files.failure() is not None and not files.failure().transient  # type: ignore[union-attr]
+    assert files.run_failure() is None  # no driver was launched: whose failure is it?
+    time.sleep(0.01)
+    files.record_driver(pid=1, pgid=1, log_path="/l", name="x")  # a new driver, started after that failure
+    assert files.run_failure() is None
+    files.record_failure(JobFailure.of(KafkaUnavailableError("away")))
+    assert files.run_failure() == files.failure()
+    (tmp_path / "failure.json").write_text('{"error": "X"}')  # a torn or foreign record is no failure
+    assert files.failure() is None
+
+
+def test_restarts_back_off_exponentially_within_the_window() -> None:
+    policy = Policy(window=600, backoff=10, backoff_max=45)
+    now = 1_000.0
+    assert restart_delay([], now, policy) == 0  # the first death: at once
+    assert restart_delay([now - 5], now, policy) == 10
+    assert restart_delay([now - 50, now - 5], now, policy) == 20
+    assert restart_delay([now - 90, now - 50, now - 5], now, policy) == 40
+    assert restart_delay([now - 99, now - 90, now - 50, now - 5], now, policy) == 45  # capped
+    assert restart_delay([now - 700], now, policy) == 0  # out of the window
+
+
+def test_a_dead_driver_fires_only_once_its_backoff_ended() -> None:
+    dead = Health(State.DEAD, "no driver")
+
+    def step(now: float, restart_after: float | None) -> Event | None:
+        return watch_step(dead, "run", waiting=False, lagging_since=None, now=now, watch_until=now + 60,
+                          policy=Policy(), restart_after=restart_after)[0]  # fmt: skip
+
+    assert step(100.0, None) is Event.DEAD
+    assert step(100.0, 130.0) is None
+    assert step(130.0, 130.0) is Event.DEAD
+    stopped = watch_step(Health(State.STOPPED, ""), "stop", waiting=False, lagging_since=None, now=100.0,
+                         watch_until=160.0, policy=Policy(), restart_after=130.0)  # fmt: skip
+    assert stopped[0] is Event.STOPPED  # a stop is not held back by a backoff
+
+
+def test_the_job_records_a_terminal_failure_and_exits_with_its_code(tmp_path: Path) -> None:
+    """The real entry point, before Spark starts: a spec that cannot run is refused, recorded, terminal."""
+    spec = tmp_path / "broken.yaml"
+    spec.write_text("name: broken\njoin: {shape: nope}\n")
+    checkpoint = tmp_path / "checkpoint"
+    done = subprocess.run(
+        [sys.executable, str(PROJECT_HOME / "jobs" / "stream_join.py"), "--spec", str(spec),
+         "--bootstrap", "127.0.0.1:1", "--checkpoint", str(checkpoint)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    failure = PipelineFiles(checkpoint).failure()
+    assert failure is not None, done.stderr[-2000:]
+    assert failure.error == "SpecError" and not failure.transient
+    assert done.returncode == EXIT_TERMINAL
+    assert f"streamjoin failed: {failure.describe()[:60]}" in done.stderr
+    assert "a person must act before a restart" in done.stderr
