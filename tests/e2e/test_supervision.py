@@ -266,6 +266,57 @@ def test_owner_alerts_when_lag_stays_above_the_threshold(
     stop_driver(files, timeout=30)
 
 
+def test_a_hung_driver_is_stopped_restarted_from_its_checkpoint_and_alerted(
+    kafka_bootstrap: str,
+    topic_factory: Callable[[str], str],
+    tmp_path: Path,
+    cleanup: list[Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A driver frozen (SIGSTOP: alive, no progress) while input waits: after ``stale_after`` the trigger fires
+    ``hung``; the owner stops it, restarts it from the checkpoint (a restart of the budget), alerts the
+    pipeline's webhook and goes on watching; every input row ends up in the files exactly once."""
+    name = f"hung_{topic_factory('n').rsplit('-', 1)[1]}"
+    spec_path, topics = write_spec(tmp_path / "spec.yaml", name, topic_factory)
+    data = yaml.safe_load(spec_path.read_text())
+    data["alerts"] = {"webhook_conn_id": "hung_sink"}
+    spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
+    cleanup.append(spec_path)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Sink.received = []
+    sink = {"conn_type": "http", "host": f"http://127.0.0.1:{server.server_port}/alert"}
+    monkeypatch.setenv("AIRFLOW_CONN_HUNG_SINK", json.dumps(sink))
+    provision(kafka_bootstrap, spec_path)
+    produce_clicks(kafka_bootstrap, topics["clicks"], 0, 50)
+    files = pipeline_files(load_spec(spec_path))
+    policy = Policy(stale_after=20, lag_threshold=10**9, max_restarts=2, window=600)
+    owner = SuperviseStreamJoinOperator(task_id="own_job", spec_path=str(spec_path), policy=policy, watch=300, poll=1)
+    try:
+        trigger = deferred(lambda: owner.execute({}))
+        first = files.driver()
+        assert first is not None
+        wait_for(lambda: len(output_coordinates(spec_path)) >= 50, 150, "the first 50 rows in the file output")
+        os.killpg(int(first["pgid"]), signal.SIGSTOP)  # hung: alive, making no progress
+        produce_clicks(kafka_bootstrap, topics["clicks"], 50, 30)  # input waits for it
+        event = fire(trigger, 180)
+        assert event["event"] == "hung" and sum(event["lag"].values()) > 0, event
+        trigger = deferred(lambda: owner.resume({}, event))  # stopped, restarted, watched again
+        second = files.driver()
+        assert second is not None and second["pid"] != first["pid"] and files.driver_alive()
+        assert len(files.supervisor()["restarts"]) == 1
+        wait_for(lambda: len(set(output_coordinates(spec_path))) >= 80, 150, "the 30 waiting rows after the restart")
+        rows = output_coordinates(spec_path)
+        assert len(rows) == len(set(rows)) == 80, "loss or duplicates in the file output"
+        assert len(_Sink.received) == 1, _Sink.received
+        alert = _Sink.received[0]
+        assert alert["event"] == "streamjoin.job_hung" and "restarted from its checkpoint" in alert["error"]
+        assert name in alert["error"]
+    finally:
+        server.shutdown()
+        stop_driver(files, timeout=30)
+
+
 class _Sink(http.server.BaseHTTPRequestHandler):
     received: list[dict[str, Any]] = []
 

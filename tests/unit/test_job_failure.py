@@ -89,3 +89,23 @@ def test_the_job_records_a_terminal_failure_and_exits_with_its_code(tmp_path: Pa
     assert done.returncode == EXIT_TERMINAL
     assert f"streamjoin failed: {failure.describe()[:60]}" in done.stderr
     assert "a person must act before a restart" in done.stderr
+
+
+def test_a_stale_driver_is_hung_only_while_input_waits() -> None:
+    def step(lag: dict[str, int]) -> Event | None:
+        health = Health(State.STALE, "last progress 200s ago", lag)
+        return watch_step(health, "run", waiting=False, lagging_since=None, now=0.0, watch_until=60.0,
+                          policy=Policy())[0]  # fmt: skip
+
+    assert step({"clicks": 3}) is Event.HUNG
+    assert step({"clicks": 0}) is None  # idle: nothing to do, nothing stuck
+
+
+def test_the_hung_alert_says_the_owner_restarted_it_not_that_a_task_failed() -> None:
+    from streamjoin.airflow.notifiers import build_alert
+    from streamjoin.airflow.operators.supervise import JobHung
+
+    alert = build_alert({"exception": JobHung("seed: the driver made no progress (last progress 200s ago)")})
+    assert alert.payload["event"] == "streamjoin.job_hung"
+    assert alert.subject == "[streamjoin] seed: job hung" and "failed" not in alert.subject
+    assert "made no progress" in alert.text

@@ -51,6 +51,13 @@ def build_alert(context: Any) -> Alert:
         "log_url": getattr(ti, "log_url", None),
     }
     result = _check_result(context)
+    event = getattr(context.get("exception"), "alert_event", None)
+    if event is not None:  # the owner acted and goes on (e.g. a hung driver restarted): not a failed task
+        what = str(context["exception"])
+        subject = f"[streamjoin] {what.split(':', 1)[0]}: {event.rsplit('.', 1)[-1].replace('_', ' ')}"
+        lines = [subject, what, f"Task log: {where['log_url']}"]
+        payload = {"event": event, "error": what, **where}
+        return Alert(subject, "\n".join(lines), _html(subject, lines), {**payload, "text": "\n".join(lines)})
     if result is None:
         error = str(context.get("exception") or "unknown error")
         subject = f"[streamjoin] task {where['dag_id']}.{where['task_id']} failed"

@@ -140,6 +140,7 @@ class Event(StrEnum):
     STOPPED = "stopped"  # it stopped because it was asked to: leave it stopped
     REDEPLOY = "redeploy"  # stopped for a redeploy: start the current code again
     LAGGING = "lagging"  # lag above the threshold for longer than the grace period: alert
+    HUNG = "hung"  # alive but no progress for ``stale_after`` while input waits: stop, restart, alert
     WATCHED = "watched"  # the watch period ended without any of the above
 
 
@@ -171,6 +172,8 @@ def watch_step(
         if intent == "stop" or health.state is State.STOPPED:
             return Event.STOPPED, None
         return (Event.DEAD if restart_after is None or now >= restart_after else None), None
+    if health.state is State.STALE and health.total_lag > 0:
+        return Event.HUNG, None
     since = (lagging_since or now) if health.state is State.LAGGING else None
     if lag_alert_due(since, now, policy):
         return Event.LAGGING, since

@@ -32,6 +32,12 @@ class StreamJobFailure(AirflowFailException):
     no retry."""
 
 
+class JobHung(Exception):
+    """What the owner's alert says when it stopped and restarted a hung driver (not raised: the task goes on)."""
+
+    alert_event = "streamjoin.job_hung"
+
+
 def pipeline_files(spec: PipelineSpec) -> PipelineFiles:
     return PipelineFiles(checkpoint_dir(spec))
 
@@ -83,8 +89,9 @@ class SuperviseStreamJoinOperator(SpecLineageMixin, _PipelineOperator):
     """Own the pipeline's streaming job: start it unless it runs (or was stopped on purpose, or given up
     after a crash loop), then watch it for ``watch`` seconds, deferred to :class:`StreamJobTrigger`: restart
     a dead driver from its checkpoint within the restart budget (with exponential backoff), start it again
-    on a redeploy request, and fail (alerting through ``on_failure_callback``) on a terminal error the job
-    recorded, on a crash loop or on lag above the threshold beyond the grace period. ``watch=0``: one check, no deferral (returns the job's state).
+    on a redeploy request, stop and restart a hung driver (alerting, the task goes on), and fail (alerting
+    through ``on_failure_callback``) on a terminal error the job recorded, on a crash loop or on lag above the
+    threshold beyond the grace period. ``watch=0``: one check, no deferral (returns the job's state).
 
     :param policy: thresholds and restart budget
     :param watch: seconds per deferral; the task succeeds when a watch ends with nothing to do
@@ -119,6 +126,18 @@ class SuperviseStreamJoinOperator(SpecLineageMixin, _PipelineOperator):
             files.save_supervisor(record)
             raise StreamJobFailure(f"{spec.name}: lag {sum(event['lag'].values())} above "
                                    f"{self.policy.lag_threshold} for {self.policy.lag_grace:.0f}s or more")  # fmt: skip
+        if kind is Event.HUNG:
+            waiting = sum(event["lag"].values())
+            self.log.warning("%s hung (%s) while %d records wait: stopping it", spec.name, event["reason"], waiting)
+            stop_driver(files, self.log, timeout=30.0)
+            self._alert(context, JobHung(
+                f"{spec.name}: the driver made no progress ({event['reason']}) while {waiting} input records "
+                f"waited; it was stopped and is restarted from its checkpoint (driver log of the hung run: "
+                f"{(files.driver() or {}).get('log')})"
+            ))  # fmt: skip
+            kafka = self._setup()[1]
+            self._start(spec, kafka, files, restart=True)
+            return self._watch(spec, kafka, files)
         if kind is Event.DEAD and self._backing_off(spec, files, record):
             return self._watch(spec, self._setup(check=False)[1], files)
         if kind in (Event.DEAD, Event.REDEPLOY):
@@ -159,6 +178,12 @@ class SuperviseStreamJoinOperator(SpecLineageMixin, _PipelineOperator):
         record.pop("restart_after", None)
         files.save_supervisor(record)
         return False
+
+    def _alert(self, context: Any, error: Exception) -> None:
+        """Alert the pipeline's destinations without failing the task (the owner acted and goes on)."""
+        from streamjoin.airflow.notifiers import PipelineAlertNotifier
+
+        PipelineAlertNotifier(spec_path=self.spec_path).notify({**context, "exception": error})
 
     def _meant_down(self, files: PipelineFiles) -> bool:
         return files.stopped_on_purpose() or bool(files.supervisor().get("gave_up_at"))
