@@ -99,6 +99,9 @@ def test_a_stale_driver_is_hung_only_while_input_waits() -> None:
 
     assert step({"clicks": 3}) is Event.HUNG
     assert step({"clicks": 0}) is None  # idle: nothing to do, nothing stuck
+    slow_start = Health(State.STALE, "no batch committed 200s after start", {"clicks": 3}, committed=False)
+    assert watch_step(slow_start, "run", waiting=False, lagging_since=None, now=0.0, watch_until=60.0,
+                      policy=Policy())[0] is None  # fmt: skip
 
 
 def test_the_hung_alert_says_the_owner_restarted_it_not_that_a_task_failed() -> None:

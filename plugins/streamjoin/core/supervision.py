@@ -64,6 +64,8 @@ class Health:
     state: State
     reason: str
     lag: dict[str, int] = field(default_factory=dict)
+    #: this run of the driver has committed a batch (a slow start is not a hang)
+    committed: bool = True
 
     @property
     def total_lag(self) -> int:
@@ -90,8 +92,8 @@ def assess(
     if written is None:
         since = now - (started_at or now)
         if since > policy.stale_after:
-            return Health(State.STALE, f"no batch committed {since:.0f}s after start", lags)
-        return Health(State.STARTING, "no batch committed yet", lags)
+            return Health(State.STALE, f"no batch committed {since:.0f}s after start", lags, committed=False)
+        return Health(State.STARTING, "no batch committed yet", lags, committed=False)
     age = now - written
     if age > policy.stale_after:
         return Health(State.STALE, f"last progress {age:.0f}s ago", lags)
@@ -140,7 +142,7 @@ class Event(StrEnum):
     STOPPED = "stopped"  # it stopped because it was asked to: leave it stopped
     REDEPLOY = "redeploy"  # stopped for a redeploy: start the current code again
     LAGGING = "lagging"  # lag above the threshold for longer than the grace period: alert
-    HUNG = "hung"  # alive but no progress for ``stale_after`` while input waits: stop, restart, alert
+    HUNG = "hung"  # alive, progressed, then none for ``stale_after`` while input waits: stop, restart, alert
     WATCHED = "watched"  # the watch period ended without any of the above
 
 
@@ -172,7 +174,7 @@ def watch_step(
         if intent == "stop" or health.state is State.STOPPED:
             return Event.STOPPED, None
         return (Event.DEAD if restart_after is None or now >= restart_after else None), None
-    if health.state is State.STALE and health.total_lag > 0:
+    if health.state is State.STALE and health.committed and health.total_lag > 0:
         return Event.HUNG, None
     since = (lagging_since or now) if health.state is State.LAGGING else None
     if lag_alert_due(since, now, policy):
