@@ -297,6 +297,8 @@ def test_a_hung_driver_is_stopped_restarted_from_its_checkpoint_and_alerted(
         first = files.driver()
         assert first is not None
         wait_for(lambda: len(output_coordinates(spec_path)) >= 50, 150, "the first 50 rows in the file output")
+        wait_for(lambda: (files.status() or {}).get("written_at", 0) > first["started_at"], 60,
+                 "the status of a committed batch (a driver that never committed one is slow, not hung)")  # fmt: skip
         os.killpg(int(first["pgid"]), signal.SIGSTOP)  # hung: alive, making no progress
         produce_clicks(kafka_bootstrap, topics["clicks"], 50, 30)  # input waits for it
         event = fire(trigger, 180)
