@@ -101,6 +101,9 @@ def api_server(tmp_path: Path, kafka_bootstrap: str) -> Iterator[Callable[[Path]
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
             "STREAMJOIN_PIPELINES_DIR": str(pipelines), "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": "4", "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
+            # the copied DB may hold these DAGs serialized seconds ago by an earlier test (other pipelines in the
+            # reprocess form's enum): Airflow skips a write within this interval (30 s by default)
+            "AIRFLOW__CORE__MIN_SERIALIZED_DAG_UPDATE_INTERVAL": "0",
             "AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT": json.dumps(
                 {"conn_type": "streamjoin_kafka", "host": host, "port": int(kafka_port)}
             ),
