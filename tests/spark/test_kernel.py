@@ -1,6 +1,6 @@
 """The engine kernel (``java/kernel``, ``STREAMJOIN_ENGINE=kernel``) against the reference engine: every
-stream-table scenario (plain and versioned tables, with and without grace) in one batch and in one-record
-batches (its state carried in Spark's state store between them), co-partitioned inputs over several
+stream-table scenario (plain and versioned tables, with and without grace) in one batch and in batches of
+one record (versioned) or two (plain), its state carried in Spark's state store between them; co-partitioned inputs over several
 partitions, and a batch run again after the driver died between the tasks' store commits and the batch's own
 commit (plain and versioned with grace)."""
 
@@ -45,18 +45,22 @@ def test_the_dataframe_engine_is_the_default(monkeypatch: pytest.MonkeyPatch) ->
 
 
 @pytest.mark.parametrize("scenario", KERNEL, ids=str)
-def test_a_scenario_on_the_kernel_in_one_batch_and_in_one_record_batches_equals_the_reference(
+def test_a_scenario_on_the_kernel_in_one_batch_and_in_small_batches_equals_the_reference(
     spark: Any, kernel_engine: None, scenario: Scenario
 ) -> None:
+    """One batch, then the smallest batches that matter: one record each with a versioned table (its grace
+    buffer and versions cross every batch boundary), two with a plain one (state and clocks carried through
+    the store all the same, for half the Spark batches: each costs seconds in CI)."""
     assert runs_on_kernel(scenario.spec)
     expected = ReferenceEngine(scenario.spec).replay_batch(scenario.inputs)
     whole = spark_replay(spark, scenario.spec, scenario.inputs, batch=True)
     assert_same(expected, whole, scenario.spec.dead_letter_topic, f"{scenario.name} in one batch")
+    size = 1 if scenario.spec.right.versioned is not None else 2
     batches: list[int] = []
-    cut = spark_replay(spark, scenario.spec, scenario.inputs, batch=True, max_records=1,
+    cut = spark_replay(spark, scenario.spec, scenario.inputs, batch=True, max_records=size,
                        on_batch=lambda batch_id, _: batches.append(batch_id))  # fmt: skip
-    assert len(batches) == len(scenario.inputs)
-    assert_same(expected, cut, scenario.spec.dead_letter_topic, f"{scenario.name} in one-record batches")
+    assert len(batches) >= -(-len(scenario.inputs) // size)
+    assert_same(expected, cut, scenario.spec.dead_letter_topic, f"{scenario.name} in batches of {size}")
 
 
 def _spread(records: list[Record], partitions: int) -> list[Record]:
