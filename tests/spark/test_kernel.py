@@ -1,8 +1,8 @@
 """The engine kernel (``java/kernel``, ``STREAMJOIN_ENGINE=kernel``) against the reference engine: every
 stream-table scenario (plain and versioned tables, with and without grace) in one batch and in batches of
-one record (versioned) or two (plain), its state carried in Spark's state store between them; co-partitioned inputs over several
-partitions, and a batch run again after the driver died between the tasks' store commits and the batch's own
-commit (plain and versioned with grace)."""
+one record (versioned) or two (plain), its state carried in Spark's state store between them;
+co-partitioned inputs over several partitions, and a batch run again after the driver died between the
+tasks' store commits and the batch's own commit (plain and versioned with grace)."""
 
 from __future__ import annotations
 
