@@ -103,7 +103,8 @@ def test_routes_need_a_login_and_read_access_to_the_pipeline_dags(
     assert status == 200 and public in body and secret not in body
     assert server.get(f"/streamjoin/api/jobs/{public}", "viewer")[0] == 200
     status, body = server.get(f"/streamjoin/data-docs/{public}/index.html", "viewer")
-    assert status == 200 and body == f"<html>docs of {public}</html>"
+    stylesheet = '<link rel="stylesheet" href="/streamjoin/static/data-docs.css">'  # served in place of a CDN's
+    assert status == 200 and body == f"{stylesheet}<html>docs of {public}</html>"
 
     # Data Docs: nothing outside the pipeline's own directory, however the path is spelled; through a
     # readable pipeline's route, the viewer must not reach another pipeline's docs or the project's files
