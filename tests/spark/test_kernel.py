@@ -1,11 +1,13 @@
 """The engine kernel (``java/kernel``, ``STREAMJOIN_ENGINE=kernel``) against the reference engine: every
-stream-table scenario (plain and versioned tables, with and without grace) in one batch and in batches of
+stream-table scenario (plain and versioned tables, with and without grace) and stream-globaltable scenario
+(with and without a key selector) in one batch and in batches of
 one record (versioned) or two (plain), its state carried in Spark's state store between them;
 co-partitioned inputs over several partitions, and a batch run again after the driver died between the
 tasks' store commits and the batch's own commit (plain and versioned with grace)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zlib
 from collections.abc import Iterator
@@ -27,7 +29,7 @@ from streamjoin.spark.kernel import ENGINE_ENV, runs_on_kernel, unload
 from streamjoin.spark.replay import _in_plan, _run, _timestamps, raw_frame
 
 pytestmark = pytest.mark.spark
-KERNEL = [s for s in SCENARIOS if s.spec.join.shape is Shape.STREAM_TABLE]
+KERNEL = [s for s in SCENARIOS if s.spec.join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE)]
 
 
 @pytest.fixture
@@ -59,7 +61,9 @@ def test_a_scenario_on_the_kernel_in_one_batch_and_in_small_batches_equals_the_r
     batches: list[int] = []
     cut = spark_replay(spark, scenario.spec, scenario.inputs, batch=True, max_records=size,
                        on_batch=lambda batch_id, _: batches.append(batch_id))  # fmt: skip
-    assert len(batches) >= -(-len(scenario.inputs) // size)
+    global_topic = scenario.spec.right.topic if scenario.spec.join.shape is Shape.STREAM_GLOBALTABLE else None
+    cut_records = [r for r in scenario.inputs if r.topic != global_topic]  # a global table is read whole at once
+    assert len(batches) >= -(-len(cut_records) // size)
     assert_same(expected, cut, scenario.spec.dead_letter_topic, f"{scenario.name} in batches of {size}")
 
 
@@ -77,6 +81,20 @@ def test_co_partitioned_inputs_over_several_partitions_equal_the_reference(spark
     expected = ReferenceEngine(scenario.spec).replay_batch(records)
     got = spark_replay(spark, scenario.spec, records, batch=True, max_records=3)
     assert_same(expected, got, scenario.spec.dead_letter_topic, "three partitions in batches of 3")
+
+
+def test_a_global_table_reaches_every_task(spark: Any, kernel_engine: None) -> None:
+    """The global table's records sit in one partition, the views in three: each task keeps a replica of the
+    global table, so a view in any partition finds its user's region (key selector over the view's value)."""
+    scenario = next(s for s in KERNEL if s.name == "stream_globaltable_left_key_selector")
+    table = scenario.spec.right.topic
+    views = iter(range(len(scenario.inputs)))
+    records = [r if r.topic == table else dataclasses.replace(r, partition=next(views) % 3) for r in scenario.inputs]
+    assert len({r.partition for r in records if r.topic != table}) == 3
+    expected = ReferenceEngine(scenario.spec).replay_batch(records)
+    assert sum(e.value["region"] is not None for e in expected if isinstance(e.value, dict)) >= 3
+    got = spark_replay(spark, scenario.spec, records, batch=True, max_records=4)
+    assert_same(expected, got, scenario.spec.dead_letter_topic, "views over three partitions in batches of 4")
 
 
 @pytest.mark.parametrize("name", ["stream_table_left_clicks_per_region", "stream_table_left_grace_versioned"])

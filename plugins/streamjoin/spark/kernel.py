@@ -3,7 +3,8 @@ call into the JVM, one RDD whose task t processes Kafka partition t of every inp
 rule with the shape's per-record rules, state in Spark's state store (RocksDB, changelog checkpointing).
 
 Which engine runs a batch is decided here, once: ``STREAMJOIN_ENGINE=kernel`` runs the supported shapes
-(stream-table inner/left, with a plain table or a versioned one and an optional grace) on the kernel;
+(stream-table inner/left, with a plain table or a versioned one and an optional grace; stream-globaltable
+inner/left, every task keeping a replica of the global table) on the kernel;
 anything else (default ``dataframe``) on the DataFrame engine. The kernel's rows are join results in the
 DataFrame engine's columns, so the joiner, the aggregate and the sinks after it are the same Spark SQL.
 """
@@ -22,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from streamjoin.core.plans import KERNEL_JAR
 from streamjoin.core.shapes import Shape
 from streamjoin.core.spec import Format, Kind, PipelineSpec
+from streamjoin.spark.events import LOOKUP_KEY
 from streamjoin.spark.state import KernelCheckpoint
 
 #: the setting that picks the engine: ``kernel`` or ``dataframe`` (the default)
@@ -29,7 +31,8 @@ ENGINE_ENV = "STREAMJOIN_ENGINE"
 ENGINES = ("dataframe", "kernel")
 #: the name of the kernel's state among a pipeline's states (``engine.state_schemas``)
 KERNEL_STATE = "kernel"
-#: the decoded columns the kernel reads (``events.decode_batch``); dead rows too: they move partition time
+#: the decoded columns the kernel reads (``events.decode_batch``; and a key selector's ``__lookup``); dead rows
+#: too: they move partition time
 KERNEL_INPUT = ["side", "key", "lval", "rval", "tomb", "ts", "__partition", "__offset", "__rank", "__input", "topic",
                 "reason"]  # fmt: skip
 
@@ -48,7 +51,8 @@ def engine() -> str:
 def runs_on_kernel(spec: PipelineSpec) -> bool:
     """Whether batches of ``spec`` run on the kernel: the setting says so and the kernel has the shape."""
     join = spec.join
-    return join.shape is Shape.STREAM_TABLE and join.kind in (Kind.INNER, Kind.LEFT) and engine() == "kernel"
+    shapes = (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE)
+    return join.shape in shapes and join.kind in (Kind.INNER, Kind.LEFT) and engine() == "kernel"
 
 
 @dataclass
@@ -73,7 +77,7 @@ def join_stream_table(
     decoded: DataFrame, spec: PipelineSpec, checkpoint: KernelCheckpoint, *, file_order: bool
 ) -> KernelResults:
     """One batch of decoded rows through the kernel's stream-table join (plain or versioned table, as the
-    spec says): the results (the DataFrame engine's
+    spec says) or stream-globaltable join: the results (the DataFrame engine's
     columns: ``key, left, right, ts, matched, tomb_out, __sub, src_*, __task`` and ``ORDER``), lazily; the
     first action over them runs the batch and commits the stores at ``checkpoint.version + 1``."""
     spark = decoded.sparkSession
@@ -82,7 +86,8 @@ def join_stream_table(
     if root is None:
         temporary = root = tempfile.mkdtemp(prefix="streamjoin-kernel-")
     partitions = spec.kafka.partitions
-    args = (spark._jsparkSession, decoded.select(*KERNEL_INPUT)._jdf, root, checkpoint.version, partitions,
+    columns = [*KERNEL_INPUT, *([LOOKUP_KEY] if LOOKUP_KEY in decoded.columns else [])]
+    args = (spark._jsparkSession, decoded.select(*columns)._jdf, root, checkpoint.version, partitions,
             file_order, spec.join.kind is Kind.INNER)  # fmt: skip
     versioned = spec.right.versioned
     if versioned is None:

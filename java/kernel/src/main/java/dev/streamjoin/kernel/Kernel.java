@@ -1,5 +1,8 @@
 package dev.streamjoin.kernel;
 
+import java.util.List;
+import java.util.stream.IntStream;
+
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -19,7 +22,7 @@ public final class Kernel {
     private Kernel() {}
 
     /**
-     * A stream-table join (plain table) over one batch of decoded records.
+     * A stream-table join (plain table) or a stream-globaltable join over one batch of decoded records.
      *
      * @param decoded the batch's decoded rows (Python's {@code events.decode_batch}), dead ones included
      * @param checkpoint where the stores live (any Hadoop filesystem URI)
@@ -56,8 +59,18 @@ public final class Kernel {
         StoreAdapter stores = new StoreAdapter(session, checkpoint, TaskState.keySchema(), rules.valueSchema());
         int tasks = fileOrder ? 1 : partitions;
         int partitionColumn = layout.partition;
+        int rankColumn = layout.rank;
         JavaRDD<InternalRow> rows = decoded.queryExecution().toRdd().toJavaRDD()
-                .mapToPair(row -> new Tuple2<>(fileOrder ? 0 : row.getInt(partitionColumn), row.copy()))
+                .flatMapToPair(row -> {
+                    InternalRow copy = row.copy();
+                    if (fileOrder) {
+                        return List.of(new Tuple2<>(0, copy)).iterator();
+                    }
+                    if (row.getInt(rankColumn) == 0) { // a global table's record: every task keeps a replica
+                        return IntStream.range(0, tasks).mapToObj(t -> new Tuple2<>(t, copy)).iterator();
+                    }
+                    return List.of(new Tuple2<>(row.getInt(partitionColumn), copy)).iterator();
+                })
                 .partitionBy(new TaskPartitioner(tasks))
                 .mapPartitionsWithIndex(new KernelTask(layout, stores, version, fileOrder, rules), true)
                 .persist(StorageLevel.MEMORY_AND_DISK());

@@ -1,6 +1,7 @@
 package dev.streamjoin.kernel;
 
 import java.io.Serializable;
+import java.util.Arrays;
 
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
@@ -8,12 +9,15 @@ import org.apache.spark.sql.types.StructType;
 
 /**
  * Where the columns of a decoded batch (Python's {@code spark/events.py}: side, key, lval, rval, tomb, ts,
- * __partition, __offset, __rank, __input, topic, reason) sit, and the kernel's output schema: one join
+ * __partition, __offset, __rank, __input, topic, reason; a global-table join with a key selector adds
+ * __lookup) sit, and the kernel's output schema: one join
  * result per row (key, left, right, ts, matched, tomb_out, __sub, src_*, __task and the order columns).
  */
 final class Layout implements Serializable {
     private static final long serialVersionUID = 1L;
     final int side, key, lval, rval, tomb, ts, partition, offset, rank, input, topic, reason;
+    /** a global-table join's lookup key from its key selector ({@code __lookup}), or -1: the stream key */
+    final int lookup;
     final DataType leftType, rightType;
 
     Layout(StructType in) {
@@ -29,6 +33,7 @@ final class Layout implements Serializable {
         input = in.fieldIndex("__input");
         topic = in.fieldIndex("topic");
         reason = in.fieldIndex("reason");
+        lookup = Arrays.asList(in.fieldNames()).indexOf("__lookup");
         leftType = in.fields()[lval].dataType();
         rightType = in.fields()[rval].dataType();
     }

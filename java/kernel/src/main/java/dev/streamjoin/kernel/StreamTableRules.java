@@ -8,8 +8,10 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * Stream-table join, plain (non-versioned) table: the per-record rules of
- * {@code core/semantics/stream_table.py}. A table record replaces its key's value (a null value deletes
+ * Stream-table and stream-globaltable joins, plain (non-versioned) table: the per-record rules of
+ * {@code core/semantics/stream_table.py}. A global table's records reach every task (each keeps a replica)
+ * and come first in its processing order; a stream record looks up its key selector's key when the join
+ * has one. A table record replaces its key's value (a null value deletes
  * it); a stream record is joined with the latest value of its key at its place in the processing order:
  * inner emits only matches, left emits (value, null) without one; a null-key stream record of a left join
  * is joined with null (KIP-962). Only stream records emit, at their own ts.
@@ -42,7 +44,9 @@ final class StreamTableRules implements Rules {
                 }
                 continue;
             }
-            UnsafeRow found = key == null ? null : state.get(TaskState.TABLE, key);
+            String lookup = layout.lookup < 0 ? key
+                    : row.isNullAt(layout.lookup) ? null : row.getUTF8String(layout.lookup).toString();
+            UnsafeRow found = lookup == null ? null : state.get(TaskState.TABLE, lookup);
             Object right = found == null || found.isNullAt(0) ? null : found.get(0, layout.rightType);
             if (right == null && inner) {
                 continue;
