@@ -48,7 +48,6 @@ def write_day(spark: object, rows: int, users: int, path: Path) -> None:
         F.lit("user-clicks").alias("src_topic"),
         (F.col("id") % 4).cast("int").alias("src_partition"),
         (F.col("id") / 4).cast("long").alias("src_offset"),
-        ts.alias("left_ts"),
     )
     df.write.mode("overwrite").parquet(str(path))
 

@@ -17,11 +17,11 @@ from backfill_data import DAY, day_events, write_seed_spec
 
 from exactly_once import bag, bag_difference
 from streamjoin.core.backfill import partition_path, plan_day
+from streamjoin.core.output_columns import JOINED_COLUMNS
 from streamjoin.core.plans import PROJECT_HOME, connector_jars
 from streamjoin.core.spec import PipelineSpec, load_spec
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
-COLUMNS = ["key", "value", "ts", "matched", "src_topic", "src_partition", "src_offset"]
 
 
 def _provision(spec: PipelineSpec, bootstrap: str) -> None:
@@ -39,7 +39,10 @@ def _run_stream(spark: Any, spec: PipelineSpec, bootstrap: str, home: Path) -> N
 
 
 def _rows(spark: Any, path: str | Path) -> Counter[tuple]:
-    return bag(spark.read.parquet(str(path)).select(*COLUMNS).collect())
+    """The rows of an enriched output's files, which hold the columns its quality suites check, no more."""
+    frame = spark.read.parquet(str(path))
+    assert tuple(c for c in frame.columns if c != "date") == JOINED_COLUMNS
+    return bag(frame.select(*JOINED_COLUMNS).collect())
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ REGIONS = ("europe", "americas", "asia", "africa")  # the suite's set, as the de
 NO_REGION = {0, 1}  # users without a region in the table: 4% of clicks unmatched
 ENRICHED_SCHEMA = (
     "key string, value struct<region: string, clicks: long>, ts long, matched boolean, "
-    "src_topic string, src_partition int, src_offset long, left_ts long"
+    "src_topic string, src_partition int, src_offset long"
 )
 AGGREGATE_SCHEMA = "key string, value long, ts long"
 
@@ -37,7 +37,7 @@ def clean_rows(*, missing_region: set[int] = NO_REGION) -> list[Row]:
         matched = user not in missing_region
         region = REGIONS[user % len(REGIONS)] if matched else "UNKNOWN"
         ts = START_MS + (i + 1) * (DAY_MS - 600_000) // N_CLICKS  # newest: 10 min before the day ends
-        rows.append([f"u{user:03d}", (region, 1 + i % 5), ts, matched, "user-clicks", i % 4, i // 4, ts])
+        rows.append([f"u{user:03d}", (region, 1 + i % 5), ts, matched, "user-clicks", i % 4, i // 4])
     return rows
 
 
@@ -67,7 +67,7 @@ def negative_count(rows: list[Row]) -> list[Row]:
 def stale(rows: list[Row]) -> list[Row]:
     """Nothing arrived in the last ~7 hours of the day: every ts squeezed into the first 70% of it."""
     for row in rows:
-        row[2] = row[7] = START_MS + (row[2] - START_MS) * 7 // 10
+        row[2] = START_MS + (row[2] - START_MS) * 7 // 10
     return rows
 
 

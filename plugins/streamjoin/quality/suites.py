@@ -46,13 +46,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from streamjoin.core.errors import SuiteError
+from streamjoin.core.output_columns import AGGREGATE_COLUMNS, JOINED_COLUMNS
 from streamjoin.core.shapes import traits
 from streamjoin.core.spec import DurationMs, Kind, PipelineSpec
 
-#: Columns of the enriched (joined) output, as written by the join job.
-ENRICHED_COLUMNS = ("key", "value", "ts", "matched", "src_topic", "src_partition", "src_offset", "left_ts")
-#: Columns of an aggregate output (a changelog table such as clicks per region).
-AGGREGATE_COLUMNS = ("key", "value", "ts")
 #: Output rows that must be unique: one output per triggering record and key/timestamp.
 DUPLICATE_KEY = ("key", "ts", "src_topic", "src_partition", "src_offset")
 
@@ -380,7 +377,7 @@ def build_check_plan(
             )
         )
 
-    allowed_columns = ENRICHED_COLUMNS if joined else AGGREGATE_COLUMNS
+    allowed_columns = JOINED_COLUMNS if joined else AGGREGATE_COLUMNS
     known_fields = value_fields(spec, target)
     flatten: dict[str, str] = {}
     for path, rule in quality.values.items():

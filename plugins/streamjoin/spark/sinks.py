@@ -6,6 +6,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from streamjoin.core.output_columns import AGGREGATE_COLUMNS, JOINED_COLUMNS
 from streamjoin.core.spec import Format, Sink
 from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 from streamjoin.spark.events import ORDER
@@ -106,11 +107,8 @@ def write_kafka(rows: DataFrame, kafka: KafkaTarget) -> None:
 
 def file_rows(results: DataFrame) -> DataFrame:
     """Join results as files: one row per output, with its source coordinates and the UTC day."""
-    columns = ["key", "value", "ts"]
-    extra = [c for c in ("matched", "src_topic", "src_partition", "src_offset") if c in results.columns]
-    return results.select(*columns, *extra).withColumn(
-        "date", F.date_format(F.timestamp_millis(F.col("ts")), "yyyy-MM-dd")
-    )
+    columns = [c for c in JOINED_COLUMNS if c in AGGREGATE_COLUMNS or c in results.columns]
+    return results.select(*columns).withColumn("date", F.date_format(F.timestamp_millis(F.col("ts")), "yyyy-MM-dd"))
 
 
 def write_files(rows: DataFrame, path: str, fmt: str, batch_id: int) -> None:
