@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from streamjoin.core.errors import SpecError
-from streamjoin.core.spec import parse_spec
+from streamjoin.core.spec import import_function, parse_spec
 
 
 def _spec(left_topic: str, right_topic: str, *, left: str = "a", right: str = "b") -> dict[str, Any]:
@@ -55,3 +55,29 @@ def test_a_key_join_needs_one_key_format_on_both_sides() -> None:
     assert "'string', the key format of 'a'" in str(caught.value)
     data["inputs"]["a"]["key"] = {"format": "long"}
     assert parse_spec(data).left.key.format.value == "long"
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("nodots", "a dotted path 'module.path:name'"),
+        ("streamjoin.examples.nowhere:f", "No module named 'streamjoin.examples.nowhere'"),
+        ("streamjoin.examples.functions:missing", "has no attribute 'missing'"),
+        ("streamjoin.core.spec:DAILY", "has no attribute 'DAILY'"),
+        ("streamjoin.core.backfill:DAY_MS", "a callable (this name is not one)"),
+    ],
+)
+def test_a_function_that_cannot_be_used_is_a_spec_error_naming_the_field_and_path(path: str, expected: str) -> None:
+    """The reference engine and the Spark job resolve joiners and selectors through this one function."""
+    with pytest.raises(SpecError) as caught:
+        import_function(path, file="p.yaml", where="join.joiner.function")
+    error = caught.value
+    assert (error.file, error.path, error.value) == ("p.yaml", "join.joiner.function", path)
+    assert expected in error.expected and not error.transient
+
+
+def test_a_dotted_path_gives_its_function() -> None:
+    from streamjoin.examples import functions
+
+    assert import_function("streamjoin.examples.functions:view_user") is functions.view_user
+    assert import_function("streamjoin.examples.functions.view_user") is functions.view_user

@@ -18,7 +18,6 @@ have one task. The global table, the foreign-key join and the aggregation keep o
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -29,7 +28,7 @@ from streamjoin.core.records import Emitted, Record
 from streamjoin.core.semantics import aggregate, foreign_key, stream_stream, stream_table, table_table
 from streamjoin.core.semantics.common import Result, Side, Step
 from streamjoin.core.shapes import traits
-from streamjoin.core.spec import Joiner, Kind, PipelineSpec, Projection, Reduce, Role, Shape
+from streamjoin.core.spec import Joiner, Kind, PipelineSpec, Projection, Reduce, Role, Shape, import_function
 
 JOIN_TOPIC = "<join>"
 AGGREGATE_TOPIC = "<aggregate>"
@@ -37,20 +36,6 @@ AGGREGATE_TOPIC = "<aggregate>"
 
 def default_joiner(key: Any, left: Any, right: Any) -> dict[str, Any]:
     return {"left": left, "right": right}
-
-
-def import_function(path: str) -> Callable[..., Any]:
-    """``"package.module:name"`` (or ``"package.module.name"``) -> the callable."""
-    module_name, _, name = path.partition(":") if ":" in path else path.rpartition(".")
-    if not module_name or not name:
-        raise ValueError(f"{path!r} is not a dotted path 'module.path:name'")
-    try:
-        function = getattr(importlib.import_module(module_name), name)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"cannot import {path!r}: {exc}") from None
-    if not callable(function):
-        raise ValueError(f"{path!r} is not callable")
-    return function
 
 
 class ReferenceEngine:
@@ -103,10 +88,7 @@ class ReferenceEngine:
     def _function(self, role: str, path: str, dotted: str) -> Callable[..., Any]:
         if dotted in self._overrides:
             return self._overrides[dotted]
-        try:
-            return import_function(dotted)
-        except ValueError as exc:
-            raise SpecError(self.spec.name, path, dotted, f"an importable function ({exc})") from None
+        return import_function(dotted, file=self.spec.name, where=path)
 
     def _resolve(self, role: str, path: str, projection: Projection | None) -> Callable[..., Any] | None:
         if role in self._overrides:

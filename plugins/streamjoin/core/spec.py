@@ -7,7 +7,9 @@ the bad value and what is allowed.
 
 from __future__ import annotations
 
+import importlib
 import re
+from collections.abc import Callable
 from datetime import date
 from enum import StrEnum
 from pathlib import Path
@@ -42,6 +44,24 @@ def parse_duration_ms(value: Any) -> int:
 DurationMs = Annotated[int, BeforeValidator(parse_duration_ms)]
 TopicName = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")]
 DottedPath = Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*(:[A-Za-z_]\w*)?$")]
+
+
+def import_function(path: str, *, file: str = "<spec>", where: str = "function") -> Callable[..., Any]:
+    """``"package.module:name"`` (or ``"package.module.name"``) -> the callable.
+
+    :raises SpecError: naming ``file``, the field ``where`` and ``path``: not a dotted path, not importable
+        (the import's own error), or not callable
+    """
+    module_name, _, name = path.partition(":") if ":" in path else path.rpartition(".")
+    if not module_name or not name:
+        raise SpecError(file, where, path, "a dotted path 'module.path:name'")
+    try:
+        function = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise SpecError(file, where, path, f"an importable function (importing it failed: {exc})") from None
+    if not callable(function):
+        raise SpecError(file, where, path, "a callable (this name is not one)")
+    return function
 
 
 class _Model(BaseModel):

@@ -8,9 +8,7 @@ so everything downstream of a function joiner must be a function too.
 
 from __future__ import annotations
 
-import importlib
 import json
-from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Row
@@ -18,17 +16,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from streamjoin.core.codec import output_value
-from streamjoin.core.spec import Format, Joiner, Projection
+from streamjoin.core.spec import Format, Joiner, Projection, import_function
 
 #: Column metadata key: the string column holds JSON documents (a function joiner's results)
 JSON_TEXT = "streamjoin.json_text"
-
-
-def load_function(path: str) -> Callable[..., Any]:
-    """Import ``package.module:name`` (or ``package.module.name``)."""
-    module_name, _, attr = path.partition(":") if ":" in path else path.rpartition(".")
-    function: Callable[..., Any] = getattr(importlib.import_module(module_name), attr)
-    return function
 
 
 def _plain(value: Any) -> Any:
@@ -46,7 +37,7 @@ def joined_value(joiner: Joiner, fmt: Format = Format.JSON) -> Column:
     """The joined value over columns ``key``, ``left``, ``right``, named ``value``; ``fmt`` is the output's
     ``value_format`` (a function's scalar result is converted as :func:`output_value` says)."""
     if joiner.function is not None:
-        fn = load_function(joiner.function)
+        fn = import_function(joiner.function, where="join.joiner.function")
         what = f"joiner {joiner.function}"
         if fmt is Format.JSON:
 
@@ -79,7 +70,7 @@ def selector(projection: Projection, return_type: T.DataType) -> Column:
     if projection.expr is not None:
         return F.expr(projection.expr).cast(return_type)
     assert projection.function is not None
-    fn = load_function(projection.function)
+    fn = import_function(projection.function)
 
     def call(key: Any, value: Any) -> Any:
         return fn(key, _plain(value))
@@ -92,7 +83,7 @@ def key_selector(projection: Projection) -> Column:
     if projection.expr is not None:
         return F.expr(projection.expr).cast("string")
     assert projection.function is not None
-    fn = load_function(projection.function)
+    fn = import_function(projection.function)
 
     def call(key: Any, value: Any) -> Any:
         if value is None:  # Spark may call a UDF on rows a surrounding `when` excludes: no value, no lookup
