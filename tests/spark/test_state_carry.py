@@ -124,3 +124,43 @@ def test_a_table_written_before_layers_is_read_as_the_first_layer(spark, tmp_pat
     restarted = StateStore(root, layered={"table"})
     assert _lookup(_table(restarted, spark, 2), spark, ["alice", "bob"]) == {"alice": "europe"}
     restarted.close()
+
+
+@pytest.mark.spark
+def test_a_state_written_by_the_other_engine_is_refused_not_started_over(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The DataFrame engine keeps the seed's table and order as files; the kernel keeps its table in Spark's
+    state store. Loaded by the other engine, the state would be empty: the table lost without a word."""
+    import json
+
+    from streamjoin.core.errors import StateLayoutError
+    from streamjoin.spark.kernel import ENGINE_ENV
+
+    rows = [{"topic": r.topic, "key": r.key, "value": r.value, "ts": 10_000 + r.offset_ms} for r in sample_records()]
+    monkeypatch.setenv(ENGINE_ENV, "dataframe")
+    store = state_store(str(tmp_path / "state"), LocalStorage())
+    out = process_batch(raw_frame(spark, SPEC, rows[:10], batch=True), SPEC, store.load(spark, 0, state_schemas(SPEC)))
+    store.save(0, out.state)
+    out.release()
+    manifest = tmp_path / "state" / "v=0" / "_COMMITTED"
+    for listed in (True, False):  # a manifest that lists its states, and one written before they were listed
+        if not listed:
+            manifest.write_text(
+                json.dumps({k: v for k, v in json.loads(manifest.read_text()).items() if k != "states"})
+            )
+        monkeypatch.setenv(ENGINE_ENV, "dataframe")
+        assert set(store.load(spark, 1, state_schemas(SPEC))) == {"order", "table", "agg"}
+        monkeypatch.setenv(ENGINE_ENV, "kernel")
+        with pytest.raises(StateLayoutError) as caught:
+            store.load(spark, 1, state_schemas(SPEC))
+        error = caught.value
+        assert (error.version, error.found, error.expected, error.engine) == (
+            0,
+            ["agg", "order", "table"],
+            ["agg"],
+            "kernel",
+        )
+        assert error.engine == "kernel" and not error.transient
+        assert "move the checkpoint aside and reprocess from the topics" in str(error)
+    store.close()

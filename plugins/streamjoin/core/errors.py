@@ -6,6 +6,7 @@ Each error carries its data as attributes and says whether restarting from the c
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -41,6 +42,22 @@ class CheckpointLockedError(StreamJoinError):
         super().__init__(
             f"{path}: the checkpoint is held by {owner} (lease renewed, expires in {expires_in:.0f} s if that "
             "driver dies); stop that driver first (stop marker or the stop DAG), or wait for the lease to expire"
+        )
+
+
+class StateLayoutError(StreamJoinError):
+    """The checkpoint's state holds other states than the pipeline needs now: written by the other engine
+    (``STREAMJOIN_ENGINE``), an earlier release, or before the spec changed shape (an aggregate added, a
+    table made versioned). Terminal: starting from it would lose the state without a word."""
+
+    def __init__(self, path: Any, version: int, found: Iterable[str], expected: Iterable[str], engine: str) -> None:
+        self.path, self.version = str(path), version
+        self.found, self.expected, self.engine = sorted(found), sorted(expected), engine
+        super().__init__(
+            f"{path}: state version {version} holds {', '.join(self.found) or 'no state'} but this run (engine "
+            f"{engine!r}) needs {', '.join(self.expected) or 'no state'}: the state was written by another engine "
+            "or release, or the spec changed. Run it as it was written (STREAMJOIN_ENGINE), or start over: move "
+            "the checkpoint aside and reprocess from the topics (the stream restarts from its offsets policy)"
         )
 
 

@@ -34,7 +34,7 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
-from streamjoin.core.errors import CorruptCheckpointError
+from streamjoin.core.errors import CorruptCheckpointError, StateLayoutError
 from streamjoin.core.storage import FileFacts, LocalStorage, Storage, join
 from streamjoin.spark.layers import KeyedLayers
 from streamjoin.spark.local_frames import local_frame
@@ -143,6 +143,7 @@ class StateStore:
         if not older:
             empty = empty_states(spark, schemas, self.layered, self.kernel)
             return empty | {name: KernelCheckpoint(kernel_root, 0) for name in self.kernel & set(schemas)}
+        self._check_layout(older[-1], schemas)
         frames: dict[str, Any] = {}
         self._loaded_version = older[-1]
         for name, schema in schemas.items():
@@ -160,6 +161,25 @@ class StateStore:
             frames[name] = spark.read.schema(schema).parquet(self._at(dataset))
             self._loaded[name] = (frames[name], dataset)
         return frames
+
+    def _check_layout(self, version: int, schemas: dict[str, str]) -> None:
+        """Refuse a version that holds other states than ``schemas``: see :class:`StateLayoutError`."""
+        marker = self._at(f"v={version}", _COMMITTED)
+        try:
+            listed = json.loads(self.storage.read_text(marker) or "{}").get("states")
+        except (ValueError, AttributeError) as exc:
+            raise CorruptCheckpointError(marker, f"unreadable state manifest ({exc})") from exc
+        if listed is None:  # written before manifests listed their states: its entries name them
+            entries = {e for e in self.storage.children(self._at(f"v={version}")) if not e.startswith((".", "_"))}
+            layered = {e.removesuffix(_LAYERS) for e in entries if e.endswith(_LAYERS)}
+            found = {_state_name(e, layered) for e in entries}
+        else:
+            found = set(listed)
+        expected = set(schemas) - self.kernel  # the kernel's tasks keep theirs in Spark's state store
+        if found != expected:
+            from streamjoin.spark.kernel import engine
+
+            raise StateLayoutError(self.root, version, found, expected, engine())
 
     def verify(self, at_least: int | None = None) -> int | None:
         """Check the newest version (the one the next batch starts from) file by file against its manifest;
@@ -241,7 +261,8 @@ class StateStore:
         if refs and self._loaded_version is not None:  # a referenced dataset's files, as the loaded version lists them
             listed = self._files_of(self._loaded_version)
             files |= {path: entry for path, entry in listed.items() if any(path.startswith(f"{d}/") for d in refs)}
-        self.storage.write_text(join(target, _COMMITTED), json.dumps({"batch": batch_id, "files": files}))
+        manifest = {"batch": batch_id, "states": sorted(set(states) - self.kernel), "files": files}
+        self.storage.write_text(join(target, _COMMITTED), json.dumps(manifest))
         self._prune()
         return sum(size for size, _ in files.values())
 
@@ -317,3 +338,12 @@ class StateStore:
                     self.storage.delete(self._at(directory, entry))
             if all(f"{directory}/{entry}" not in referenced for entry in entries):
                 self.storage.delete(self._at(directory))
+
+
+def _state_name(entry: str, layered: set[str]) -> str:
+    """The state an entry of a version folder belongs to (``agg``, ``order.json``, ``table.layers``,
+    ``table-0``, ``agg.ref``)."""
+    base, _, index = entry.rpartition("-")
+    if base in layered and index.isdigit():
+        return base
+    return entry.removesuffix(".json").removesuffix(_REF).removesuffix(_LAYERS)
