@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from streamjoin.core.errors import SpecError
+from streamjoin.core.errors import SpecError, field_path, value_at
 from streamjoin.core.spec import import_function, parse_spec
 
 
@@ -81,3 +81,10 @@ def test_a_dotted_path_gives_its_function() -> None:
 
     assert import_function("streamjoin.examples.functions:view_user") is functions.view_user
     assert import_function("streamjoin.examples.functions.view_user") is functions.view_user
+
+
+def test_error_paths_read_as_users_write_them_in_specs_suites_and_alerts() -> None:
+    """One rendering of a validation error's location (spec, suite and alert files alike)."""
+    assert field_path(("inputs", "clicks", "function-after[check()]", "topic")) == "inputs.clicks.topic"
+    assert field_path(("enriched", "expectations", 0, "kwargs", "mostly")) == "enriched.expectations[0].kwargs.mostly"
+    assert value_at({"a": [{"b": 1}]}, ("a", 0, "b")) == 1 and value_at({"a": 2}, ("a", "b")) == 2

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from streamjoin.core.errors import SpecError
+from streamjoin.core.errors import SpecError, field_path
 from streamjoin.core.plans import PROJECT_HOME, resolve
 from streamjoin.core.spec import Alerts, PipelineSpec
 
@@ -30,8 +30,7 @@ def project_alerts(home: Path = PROJECT_HOME) -> Alerts:
         return Alerts.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"])
-        raise SpecError(str(path), where, error.get("input"), error["msg"]) from None
+        raise SpecError(str(path), field_path(error["loc"]), error.get("input"), error["msg"]) from None
 
 
 def alerts_for(spec: PipelineSpec, home: Path = PROJECT_HOME) -> Alerts:

@@ -10,6 +10,28 @@ from collections.abc import Iterable
 from typing import Any
 
 
+def field_path(loc: Iterable[int | str]) -> str:
+    """A validation error's location as users write it: ``inputs.clicks.topic``, ``expectations[0].kwargs``
+    (pydantic's internal steps, ``function-...`` and ``constrained-...``, left out)."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not str(part).startswith(("function-", "constrained-")):
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def value_at(data: Any, loc: Iterable[int | str]) -> Any:
+    """The value at ``loc`` inside ``data`` (as read from YAML), or the deepest one that exists."""
+    for part in loc:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return data
+    return data
+
+
 class StreamJoinError(Exception):
     """Base class. ``transient`` tells a supervisor whether a restart from the checkpoint may help."""
 

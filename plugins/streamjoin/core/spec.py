@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from streamjoin.core.errors import SpecError
+from streamjoin.core.errors import SpecError, field_path, value_at
 from streamjoin.core.shapes import Kind, Role, Shape, traits
 
 __all__ = ["Kind", "Role", "Shape"]  # defined with the shapes' traits; read from here as well
@@ -416,26 +416,12 @@ def _repartition_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
     return problems
 
 
-def _location(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(part) for part in loc if not str(part).startswith("function-"))
-
-
-def _dig(data: Any, loc: tuple[int | str, ...]) -> Any:
-    """The value at ``loc`` inside ``data``, or the deepest one that exists."""
-    for part in loc:
-        try:
-            data = data[part]
-        except (KeyError, IndexError, TypeError):
-            return data
-    return data
-
-
 def _validated(data: Any, source: str) -> tuple[PipelineSpec | None, list[SpecError]]:
     try:
         spec = PipelineSpec.model_validate(data)
     except ValidationError as exc:
         errors = [(tuple(e["loc"]), e["msg"]) for e in exc.errors()]
-        return None, [SpecError(source, _location(loc), _dig(data, loc), msg) for loc, msg in errors]
+        return None, [SpecError(source, field_path(loc), value_at(data, loc), msg) for loc, msg in errors]
     problems = [SpecError(source, path, value, expected) for path, value, expected in _cross_field_problems(spec)]
     return spec, problems
 

@@ -45,7 +45,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from streamjoin.core.errors import SuiteError
+from streamjoin.core.errors import SuiteError, field_path, value_at
 from streamjoin.core.output_columns import AGGREGATE_COLUMNS, JOINED_COLUMNS
 from streamjoin.core.shapes import traits
 from streamjoin.core.spec import DurationMs, Kind, PipelineSpec
@@ -180,26 +180,6 @@ def default_suite_path(spec_path: str | Path, pipeline: str) -> Path:
     return Path(spec_path).resolve().parent.parent / "expectations" / f"{pipeline}.yaml"
 
 
-def _location(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif not str(part).startswith(("function-", "constrained-")):
-            out += f".{part}" if out else str(part)
-    return out
-
-
-def _dig(data: Any, loc: tuple[int | str, ...]) -> Any:
-    """The value at ``loc`` in the raw data, or the deepest value found on the way."""
-    for part in loc:
-        try:
-            data = data[part]
-        except (KeyError, IndexError, TypeError):
-            return data
-    return data
-
-
 def parse_settings(data: Any, source: str = "<suite>") -> QualitySettings:
     """Validate a mapping (as read from YAML) into :class:`QualitySettings`."""
     if not isinstance(data, dict):
@@ -209,7 +189,7 @@ def parse_settings(data: Any, source: str = "<suite>") -> QualitySettings:
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = tuple(first["loc"])
-        raise SuiteError(source, _location(loc), _dig(data, loc), first["msg"]) from None
+        raise SuiteError(source, field_path(loc), value_at(data, loc), first["msg"]) from None
     for target in Target:
         for i, extra in enumerate(settings.for_target(target).expectations):
             _check_gx_kwargs(extra, f"{target.value}.expectations[{i}]", source)
@@ -254,7 +234,7 @@ def _check_gx_kwargs(extra: ExtraExpectation, where: str, source: str) -> None:
         if callable(errors):
             first = errors()[0]
             loc = tuple(first["loc"])
-            name = ".".join(str(p) for p in loc if p != "__root__")
+            name = field_path(p for p in loc if p != "__root__")
             raise SuiteError(
                 source, f"{where}.kwargs" + (f".{name}" if name else ""), extra.kwargs.get(name), first["msg"]
             ) from None
