@@ -97,3 +97,26 @@ def test_the_owners_trigger_fires_on_death_stop_redeploy_lag_and_the_end_of_the_
     assert files.intent() == "stop" and files.stopped_on_purpose()
     with pytest.raises(ValueError, match="expected one of run, stop, redeploy"):
         files.set_intent("pause")
+
+
+@pytest.mark.parametrize(
+    ("connection", "master", "deploy_mode"),
+    [
+        ({"conn_type": "spark"}, "local[*]", "client"),
+        ({"conn_type": "spark", "host": "local[2]"}, "local[2]", "client"),
+        ({"conn_type": "spark", "host": "spark://h", "port": 7077, "extra": {"deploy-mode": "cluster"}},
+         "spark://h:7077", "cluster"),
+        ({"conn_type": "spark", "host": "yarn", "extra": {"queue": "etl"}}, "yarn", "client"),
+    ],
+)  # fmt: skip
+def test_one_reading_of_the_spark_connection_for_jobs_and_quality_sessions(
+    monkeypatch: pytest.MonkeyPatch, connection: dict[str, object], master: str, deploy_mode: str
+) -> None:
+    """The launcher and the quality operator's in-task session read the master from the same function."""
+    import json
+
+    from streamjoin.airflow.launcher import spark_target
+
+    monkeypatch.setenv("AIRFLOW_CONN_SJ_SPARK_TEST", json.dumps(connection))
+    target = spark_target("sj_spark_test")
+    assert (target.master, target.deploy_mode) == (master, deploy_mode)

@@ -28,12 +28,13 @@ log = logging.getLogger(__name__)
 
 def spark_target(conn_id: str) -> SparkTarget:
     """The Spark connection as a :class:`SparkTarget`: ``host`` is the master URL (``local[2]``,
-    ``spark://h:7077``, ``yarn``, ``k8s://https://h:443``) or the connection type is its scheme; ``extra``
+    ``spark://h:7077``, ``yarn``, ``k8s://https://h:443``; none: ``local[*]``) or the connection type is its
+    scheme; a port is appended (the Spark provider's rule); ``extra``
     may give ``deploy-mode``, ``queue``, ``namespace`` and ``spark-binary``."""
     from airflow.sdk import BaseHook
 
     conn = BaseHook.get_connection(conn_id)
-    host = conn.host or ""
+    host = conn.host or ("local[*]" if conn.conn_type == "spark" else "")
     master = host if conn.conn_type == "spark" and ("://" in host or not conn.port) else f"{conn.conn_type}://{host}"
     if conn.port:
         master = f"{master}:{conn.port}"

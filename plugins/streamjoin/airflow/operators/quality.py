@@ -11,9 +11,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import BaseHook, BaseOperator
+from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from streamjoin.airflow.launcher import spark_target
 from streamjoin.airflow.notifiers import quality_notifiers
 from streamjoin.core.plans import resolve
 from streamjoin.core.spec import PipelineSpec, load_spec
@@ -182,7 +183,7 @@ class DataQualityOperator(BaseOperator):
     def _session(self) -> Any:
         from streamjoin.spark.session import build_session
 
-        master = self.spark_master or _master_from_connection(self.spark_conn_id)
+        master = self.spark_master or spark_target(self.spark_conn_id).master
         self._spark = build_session(
             f"streamjoin-quality-{self.task_id}", master=master, with_kafka=False, extra_conf=self.spark_conf
         )
@@ -203,13 +204,6 @@ def _optional_int(value: int | str | None) -> int | None:
     if value is None or value == "" or value == "None":
         return None
     return int(value)
-
-
-def _master_from_connection(conn_id: str) -> str:
-    """``local[2]`` from host alone; ``spark://host:port`` when a port is set (the Spark provider's rule)."""
-    conn = BaseHook.get_connection(conn_id)
-    host = conn.host or "local[*]"
-    return f"{host}:{conn.port}" if conn.port else host
 
 
 def _served(url: str, docs_root: Path, base_url: str) -> str:
