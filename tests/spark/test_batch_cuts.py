@@ -19,12 +19,9 @@ from streamjoin.core.spec import parse_spec
 pytestmark = pytest.mark.spark
 
 
-#: one scenario per shape family whose state crosses batches (a small Spark batch costs seconds here)
+#: one scenario per shape family whose state crosses batches (a small Spark batch costs seconds here); the
+#: kernel's shapes (stream-table, stream-globaltable) are cut into smaller batches still in test_kernel.py
 CUT = {
-    "stream_table_left_clicks_per_region",
-    "stream_table_left_grace_versioned",
-    "stream_table_left_versioned_history",
-    "stream_globaltable_left_key_selector",
     "stream_stream_outer",
     "stream_stream_left_out_of_order",
     "table_table_outer",

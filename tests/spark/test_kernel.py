@@ -1,9 +1,9 @@
-"""The engine kernel (``java/kernel``, ``STREAMJOIN_ENGINE=kernel``) against the reference engine: every
-stream-table scenario (plain and versioned tables, with and without grace) and stream-globaltable scenario
-(with and without a key selector) in one batch and in batches of
-one record (versioned) or two (plain), its state carried in Spark's state store between them;
-co-partitioned inputs over several partitions, and a batch run again after the driver died between the
-tasks' store commits and the batch's own commit (plain and versioned with grace)."""
+"""The engine kernel (``java/kernel``, the default engine of these shapes) against the reference engine:
+every stream-table scenario (plain and versioned tables, with and without grace) and stream-globaltable
+scenario (with and without a key selector) in batches of one record (versioned) or two (plain), its state
+carried in Spark's state store between them; co-partitioned inputs over several partitions, a global table
+read by every task, and a batch run again after the driver died between the tasks' store commits and the
+batch's own commit (plain and versioned with grace)."""
 
 from __future__ import annotations
 
@@ -38,25 +38,27 @@ def kernel_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def test_the_dataframe_engine_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_kernel_is_the_default_engine_of_its_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
+    other = next(s for s in SCENARIOS if s.spec.join.shape is Shape.STREAM_STREAM)
     monkeypatch.delenv(ENGINE_ENV, raising=False)
+    assert all(runs_on_kernel(s.spec) for s in KERNEL) and not runs_on_kernel(other.spec)
+    monkeypatch.setenv(ENGINE_ENV, "dataframe")
     assert not runs_on_kernel(KERNEL[0].spec)
     monkeypatch.setenv(ENGINE_ENV, "kernal")
-    with pytest.raises(ValueError, match="STREAMJOIN_ENGINE='kernal': expected one of dataframe, kernel"):
+    with pytest.raises(ValueError, match="STREAMJOIN_ENGINE='kernal': expected one of kernel, dataframe"):
         runs_on_kernel(KERNEL[0].spec)
 
 
 @pytest.mark.parametrize("scenario", KERNEL, ids=str)
-def test_a_scenario_on_the_kernel_in_one_batch_and_in_small_batches_equals_the_reference(
+def test_a_scenario_on_the_kernel_in_small_batches_equals_the_reference(
     spark: Any, kernel_engine: None, scenario: Scenario
 ) -> None:
-    """One batch, then the smallest batches that matter: one record each with a versioned table (its grace
-    buffer and versions cross every batch boundary), two with a plain one (state and clocks carried through
-    the store all the same, for half the Spark batches: each costs seconds in CI)."""
+    """The smallest batches that matter: one record each with a versioned table (its grace buffer and
+    versions cross every batch boundary), two with a plain one (state and clocks carried through the store
+    all the same, for half the Spark batches: each costs seconds in CI). The scenario in one batch is
+    ``test_spark_scenarios``' (the kernel is the default engine of these shapes)."""
     assert runs_on_kernel(scenario.spec)
     expected = ReferenceEngine(scenario.spec).replay_batch(scenario.inputs)
-    whole = spark_replay(spark, scenario.spec, scenario.inputs, batch=True)
-    assert_same(expected, whole, scenario.spec.dead_letter_topic, f"{scenario.name} in one batch")
     size = 1 if scenario.spec.right.versioned is not None else 2
     batches: list[int] = []
     cut = spark_replay(spark, scenario.spec, scenario.inputs, batch=True, max_records=size,

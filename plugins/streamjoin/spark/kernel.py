@@ -2,11 +2,12 @@
 call into the JVM, one RDD whose task t processes Kafka partition t of every input in the batch ordering
 rule with the shape's per-record rules, state in Spark's state store (RocksDB, changelog checkpointing).
 
-Which engine runs a batch is decided here, once: ``STREAMJOIN_ENGINE=kernel`` runs the supported shapes
-(stream-table inner/left, with a plain table or a versioned one and an optional grace; stream-globaltable
-inner/left, every task keeping a replica of the global table) on the kernel;
-anything else (default ``dataframe``) on the DataFrame engine. The kernel's rows are join results in the
-DataFrame engine's columns, so the joiner, the aggregate and the sinks after it are the same Spark SQL.
+Which engine runs a batch is decided here, once: the kernel runs the shapes it has (stream-table inner/left,
+with a plain table or a versioned one and an optional grace; stream-globaltable inner/left, every task
+keeping a replica of the global table); other shapes run on the DataFrame engine. ``STREAMJOIN_ENGINE=
+dataframe`` runs every shape on the DataFrame engine (a checkpoint an earlier release wrote: its state is
+refused by the kernel, ``StateLayoutError``). The kernel's rows are join results in the DataFrame engine's
+columns, so the joiner, the aggregate and the sinks after it are the same Spark SQL.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from streamjoin.core.spec import Format, Kind, PipelineSpec
 from streamjoin.spark.events import LOOKUP_KEY
 from streamjoin.spark.state import KernelCheckpoint
 
-#: the setting that picks the engine: ``kernel`` or ``dataframe`` (the default)
+#: the setting that picks the engine: ``kernel`` (the default: for the shapes it has) or ``dataframe``
 ENGINE_ENV = "STREAMJOIN_ENGINE"
-ENGINES = ("dataframe", "kernel")
+ENGINES = ("kernel", "dataframe")
 #: the name of the kernel's state among a pipeline's states (``engine.state_schemas``)
 KERNEL_STATE = "kernel"
 #: the decoded columns the kernel reads (``events.decode_batch``; and a key selector's ``__lookup``); dead rows
@@ -42,14 +43,14 @@ def engine() -> str:
 
     :raises ValueError: an unknown engine name
     """
-    name = os.environ.get(ENGINE_ENV, "dataframe").strip() or "dataframe"
+    name = os.environ.get(ENGINE_ENV, "kernel").strip() or "kernel"
     if name not in ENGINES:
         raise ValueError(f"{ENGINE_ENV}={name!r}: expected one of {', '.join(ENGINES)}")
     return name
 
 
 def runs_on_kernel(spec: PipelineSpec) -> bool:
-    """Whether batches of ``spec`` run on the kernel: the setting says so and the kernel has the shape."""
+    """Whether batches of ``spec`` run on the kernel: it has the shape and the setting does not say otherwise."""
     join = spec.join
     shapes = (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE)
     return join.shape in shapes and join.kind in (Kind.INNER, Kind.LEFT) and engine() == "kernel"
