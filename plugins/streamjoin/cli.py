@@ -53,7 +53,9 @@ def replay_command(args: argparse.Namespace) -> int:
         print(f"batch {batch_id}: {plan.records} records", file=sys.stderr, flush=True)
 
     batch = args.batch or args.max_records is not None
-    emitted = replay(spark, spec, records, batch=batch, max_records=args.max_records, on_batch=progress)
+    emitted = replay(
+        spark, spec, records, batch=batch, max_records=args.max_records, on_batch=progress, sources=args.sources
+    )
     lines = [json.dumps(row) for row in emitted]
     if args.out:
         Path(args.out).write_text("".join(f"{line}\n" for line in lines))
@@ -132,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     replay.add_argument(
         "--max-records", type=int, default=None, metavar="N",
         help="with --batch: micro-batches of N records, cut by event time as the streaming job cuts them",
+    )  # fmt: skip
+    replay.add_argument(
+        "--sources", action="store_true",
+        help="add to each output record the input record (topic, partition, offset) that produced it",
     )  # fmt: skip
     args = parser.parse_args(argv)
     if args.command == "replay" and args.max_records is not None and args.max_records < 1:

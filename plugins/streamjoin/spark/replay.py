@@ -76,6 +76,7 @@ def replay(
     batch: bool = False,
     max_records: int | None = None,
     on_batch: Callable[[int, BatchPlan], None] | None = None,
+    sources: bool = False,
 ) -> list[dict[str, Any]]:
     """What the pipeline emits for ``records``, in emission order, as ``{topic, key, value, ts}`` dicts.
 
@@ -84,12 +85,14 @@ def replay(
         streaming job does (by event time, :mod:`streamjoin.core.batch_plan`), state carried between them
         through a :class:`StateStore`; the output is the same for every size.
     :param on_batch: called with each batch's id and plan before it runs (progress).
+    :param sources: add ``source``: the input record (``topic``, ``partition``, ``offset``) that produced each
+        output record (a join result's triggering record of its input; an aggregate update's join result's)
     """
     records = list(records)
     raw = raw_frame(spark, spec, records, batch)
     if not batch or max_records is None:
         state = empty_state(spark, spec)
-        return _run(spec, raw, state, file_order=not batch)
+        return _run(spec, raw, state, file_order=not batch, sources=sources)
     index = RecordsIndex(_timestamps(raw))
     plans = plan_all({tp: 0 for tp in index.latest()}, index.latest(), source_orders(spec), index, max_records)
     emitted: list[dict[str, Any]] = []
@@ -101,7 +104,9 @@ def replay(
                     on_batch(batch_id, plan)
                 part = raw.filter(_in_plan(plan))
                 out_state = store.load(spark, batch_id, state_schemas(spec))
-                emitted += _run(spec, part, out_state, file_order=False, store=store, batch_id=batch_id)
+                emitted += _run(
+                    spec, part, out_state, file_order=False, store=store, batch_id=batch_id, sources=sources
+                )
         finally:
             store.close()
             if runs_on_kernel(spec):
@@ -136,11 +141,14 @@ def _run(
     file_order: bool,
     store: StateStore | None = None,
     batch_id: int = 0,
+    sources: bool = False,
 ) -> list[dict[str, Any]]:
     """One batch through :func:`process_batch`: what it emits (dead letters last); saves the state to
     ``store`` when given."""
     out = process_batch(raw, spec, state, file_order=file_order)
     order = ORDER
+    source = [F.col("src_topic").alias("source_topic"), F.col("src_partition").alias("source_partition"),
+              F.col("src_offset").alias("source_offset")]  # fmt: skip
     frames = [
         out.results.select(
             F.lit(spec.output.topic or "<join>").alias("topic"),
@@ -150,6 +158,7 @@ def _run(
             *order,
             F.lit(0).alias("__stage"),
             "__sub",
+            *source,
         )
     ]
     if out.aggregates is not None and spec.aggregate is not None:
@@ -162,6 +171,7 @@ def _run(
                 *order,
                 F.lit(1).alias("__stage"),
                 "__sub",
+                *_trigger(spec),
             )
         )
     emitted = frames[0]
@@ -171,6 +181,10 @@ def _run(
     # costs two jobs (sampling the range bounds, then the sort)
     rows = sorted(emitted.collect(), key=lambda r: (*(r[c] for c in order), r["__stage"], r["__sub"]))
     result = [{"topic": r["topic"], "key": r["key"], "value": _unjson(r["value_json"]), "ts": r["ts"]} for r in rows]
+    if sources:
+        for out_row, r in zip(result, rows, strict=True):
+            out_row["source"] = {"topic": r["source_topic"], "partition": r["source_partition"],
+                                 "offset": r["source_offset"]}  # fmt: skip
     dead = sorted(out.dead_letters.collect(), key=lambda r: (r["topic"], r["partition"], r["offset"]))
     for r in dead:
         result.append(
@@ -182,10 +196,20 @@ def _run(
                 "headers": {"reason": r["reason"], "source_topic": r["topic"]},
             }
         )
+        if sources:
+            result[-1]["source"] = {"topic": r["topic"], "partition": r["partition"], "offset": r["offset"]}
     if store is not None:
         store.save(batch_id, out.state)
     out.release()
     return result
+
+
+def _trigger(spec: PipelineSpec) -> list[Column]:
+    """An aggregate update's source columns: the input record whose join result it counts (its order's
+    input, partition and offset)."""
+    topics = F.array(*[F.lit(spec.inputs[name].topic) for name in spec.inputs])
+    return [topics[F.col("__input")].alias("source_topic"), F.col("__partition").alias("source_partition"),
+            F.col("__offset").alias("source_offset")]  # fmt: skip
 
 
 def _json(column: str) -> Any:
