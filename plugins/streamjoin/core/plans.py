@@ -29,8 +29,13 @@ def connector_jars(home: Path = PROJECT_HOME) -> list[str]:
     jars = sorted(str(p) for p in directory.glob("*.jar"))
     if not any("spark-sql-kafka" in j for j in jars):
         raise FileNotFoundError(f"Spark's Kafka connector is missing in {directory}: run scripts/fetch-jars.sh")
+    return [*jars, *kernel_jars(home)]
+
+
+def kernel_jars(home: Path = PROJECT_HOME) -> list[str]:
+    """The engine kernel's jar when it is built: every session that runs batches needs it, Kafka or not."""
     kernel = home / KERNEL_JAR
-    return [*jars, str(kernel)] if kernel.is_file() else jars
+    return [str(kernel)] if kernel.is_file() else []
 
 
 def package_zip(home: Path = PROJECT_HOME) -> Path:

@@ -7,7 +7,7 @@ import os
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
-from streamjoin.core.plans import connector_jars
+from streamjoin.core.plans import connector_jars, kernel_jars
 from streamjoin.kafka.client_config import SPARK_REDACTION_REGEX
 
 
@@ -50,9 +50,12 @@ def build_session(
         "spark.sql.redaction.options.regex": SPARK_REDACTION_REGEX,
         **(extra_conf or {}),
     }
-    if with_kafka and "spark.jars" not in conf and not SparkConf().contains("spark.jars"):
-        # under spark-submit the connector comes with --jars; run directly, take the Maven-resolved ones
-        conf["spark.jars"] = ",".join(connector_jars())
+    if "spark.jars" not in conf and not SparkConf().contains("spark.jars"):
+        # under spark-submit the jars come with --jars; run directly, take the Maven-resolved connector (with
+        # Kafka) and the engine kernel's jar
+        jars = connector_jars() if with_kafka else kernel_jars()
+        if jars:
+            conf["spark.jars"] = ",".join(jars)
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
