@@ -481,24 +481,25 @@ def batch_profile(lines: list[str], users: int) -> dict[str, Any]:
     batches = [json.loads(line[len(BATCH_LINE) :]) for line in lines if line.startswith(BATCH_LINE)]
     if not batches:
         return {}
-    joined = [b for b in batches if b.get("join_results")]
-    loading = [b for b in batches if not b.get("join_results")]
+    joined = [b for b in batches if b.get("output_records")]
+    loading = [b for b in batches if not b.get("output_records")]
     profile: dict[str, Any] = {
         "table_keys": users,
         # per batch: rows, join results, seconds; then ms reading+planning / computing+writing / saving the
         # state, and the state's bytes
         "batches": [
-            [b["input_rows"], b.get("join_results", 0), b["seconds"], *(b.get(k) for k in _PHASES)] for b in batches
+            [b["input_records"], b.get("output_records", 0), b["seconds"], *(b.get(k) for k in _PHASES)]
+            for b in batches
         ],
         "load_batches": len(loading),
-        "load_rows": sum(b["input_rows"] for b in loading),
+        "load_rows": sum(b["input_records"] for b in loading),
         "load_seconds": round(sum(b["seconds"] for b in loading), 3),
     }
     if joined:
-        rows, seconds = sum(b["input_rows"] for b in joined), sum(b["seconds"] for b in joined)
+        rows, seconds = sum(b["input_records"] for b in joined), sum(b["seconds"] for b in joined)
         profile |= {
             "join_batches": len(joined),
-            "join_median_rows": statistics.median(b["input_rows"] for b in joined),
+            "join_median_rows": statistics.median(b["input_records"] for b in joined),
             "join_median_seconds": statistics.median(b["seconds"] for b in joined),
             "join_rows_per_s": round(rows / seconds) if seconds else None,
         }

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from starlette.routing import Route
 
-from streamjoin.core.job_files import PipelineFiles
+from streamjoin.core.job_files import BatchCounts, PipelineFiles
 from streamjoin.core.plans import PROJECT_HOME, pipeline_dag_ids
 from streamjoin.spark.heartbeat import Heartbeat
 
@@ -61,7 +61,7 @@ def test_routes_need_a_login_and_read_access_to_the_pipeline_dags(
     owned = {pipeline_dag_ids(secret)[1]: "ops"}
     for name in (secret, public):  # a batch of each, as the job's heartbeat records it
         beat = Heartbeat(PipelineFiles(PROJECT_HOME / "var" / "checkpoints" / name), name, "q", "r")
-        beat.batch(3, 12, time.time(), 0.5, {"clicks": {0: 12}}, None, {"dead_lettered": 2, "state_bytes": 512})
+        beat.batch(3, 12, time.time(), 0.5, {"clicks": {0: 12}}, None, BatchCounts(dead_letters=2, state_bytes=512))
     request.addfinalizer(
         lambda: [shutil.rmtree(PROJECT_HOME / "var" / "checkpoints" / n, True) for n in (secret, public)]
     )

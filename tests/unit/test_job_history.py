@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from streamjoin.core.job_files import History, PipelineFiles, parse_history, trim_history
+from streamjoin.core.job_files import BatchCounts, History, PipelineFiles, parse_history, trim_history
 from streamjoin.core.job_history import job_starts, recent, series
 from streamjoin.spark import heartbeat
 from streamjoin.spark.heartbeat import Heartbeat
@@ -61,8 +61,8 @@ def test_the_heartbeat_appends_one_entry_per_batch_and_marks_idle_time(
     files = PipelineFiles(tmp_path)
     beat = Heartbeat(files, "p", "query", "run-1", spark_ui="http://127.0.0.1:4040")
     started = base - 5
-    beat.batch(0, 30, started, 1.5, {"clicks": {0: 30}}, None, {"dead_lettered": 2, "state_bytes": 900}, lag=12)
-    beat.batch(1, 12, started + 3, 0.5, {"clicks": {0: 42}}, None, {"state_bytes": 950}, lag=0)
+    beat.batch(0, 30, started, 1.5, {"clicks": {0: 30}}, None, BatchCounts(dead_letters=2, state_bytes=900), lag=12)
+    beat.batch(1, 12, started + 3, 0.5, {"clicks": {0: 42}}, None, BatchCounts(state_bytes=950), lag=0)
     for seconds in (1, 30, 59, 61, 90, 125):  # caught up: an idle entry a minute after the last entry
         clock[0] = base + seconds
         beat.idle()

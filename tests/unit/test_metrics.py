@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from streamjoin.core.job_files import PipelineFiles
+from streamjoin.core.job_files import BatchCounts, PipelineFiles
 from streamjoin.core.metrics import prometheus_text, samples
 from streamjoin.spark.heartbeat import Heartbeat
 
 PIPELINE = "clicks_per_region"
 OFFSETS = {"clicks": {0: 40, 1: 25}, "regions": {0: 3}}
-COUNTS = {"dead_lettered": 2, "join_results": 30, "state_bytes": 4096}
+COUNTS = BatchCounts(dead_letters=2, output_records=30, state_bytes=4096)
 
 
 def _heartbeat(checkpoint: Path, query: str = "q1") -> Heartbeat:
@@ -72,11 +72,11 @@ def test_samples_from_the_heartbeat_and_their_prometheus_text(tmp_path: Path) ->
 def test_totals_continue_across_a_restart_of_the_same_query_only(tmp_path: Path) -> None:
     _two_batches(tmp_path)
     again = _heartbeat(tmp_path)  # the restarted job reads the previous run's record
-    again.batch(2, 5, time.time(), 0.1, {"clicks": {0: 35, 1: 25}}, None, {"dead_lettered": 1})
+    again.batch(2, 5, time.time(), 0.1, {"clicks": {0: 35, 1: 25}}, None, BatchCounts(dead_letters=1))
     status = PipelineFiles(tmp_path).status()
     assert status is not None and status["totals"]["input_records"] == 75 and status["totals"]["dead_letters"] == 5
     fresh = _heartbeat(tmp_path, query="q2")  # a new checkpoint query: its own totals
-    fresh.batch(0, 7, time.time(), 0.1, {"clicks": {0: 7}}, None, {"dead_lettered": 0})
+    fresh.batch(0, 7, time.time(), 0.1, {"clicks": {0: 7}}, None, BatchCounts())
     status = PipelineFiles(tmp_path).status()
     assert status is not None and status["totals"] == {
         "input_records": 7, "dead_letters": 0, "output_records": 0, "aggregate_updates": 0,

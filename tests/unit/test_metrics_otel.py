@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceResponse,
 )
 
-from streamjoin.core.job_files import PipelineFiles
+from streamjoin.core.job_files import BatchCounts, PipelineFiles
 from streamjoin.spark.heartbeat import Heartbeat
 
 PIPELINE = "clicks_per_region"
@@ -137,7 +137,7 @@ def airflow_otel(otlp_receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> It
 
 def _status(checkpoint: Path) -> dict[str, Any]:
     beat = Heartbeat(PipelineFiles(checkpoint), PIPELINE, "q1", "run-1")
-    counts = {"dead_lettered": 2, "join_results": 30, "state_bytes": 4096}
+    counts = BatchCounts(dead_letters=2, output_records=30, state_bytes=4096)
     beat.batch(0, 30, 1_000.0, 0.5, {"clicks": {0: 20, 1: 10}, "regions": {0: 3}}, {"clicks": 5_000}, counts)
     beat.batch(1, 40, time.time(), 0.25, {"clicks": {0: 30, 1: 25}, "regions": {0: 3}}, {"clicks": 9_000}, counts)
     status = PipelineFiles(checkpoint).status()

@@ -82,6 +82,25 @@ def pid_alive(pid: int, must_contain: str | None = None) -> bool:
 
 
 @dataclass(frozen=True)
+class BatchCounts:
+    """What one committed batch did, in the one vocabulary of ``status.json``, the history, the metrics and
+    the job's ``streamjoin batch {...}`` log line: records in, join results out, dead letters, aggregate
+    updates, the state's size, and where its time went (ms)."""
+
+    input_records: int = 0
+    output_records: int = 0
+    dead_letters: int = 0
+    aggregate_updates: int = 0
+    state_bytes: int | None = None
+    read_ms: int | None = None
+    write_ms: int | None = None
+    state_ms: int | None = None
+
+    def as_record(self) -> dict[str, int | None]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class JobFailure:
     """Why a job's run stopped with an error. ``transient``: a restart from the checkpoint may help (the
     broker was away, a task died); otherwise a person must act first (a refused password, a corrupt

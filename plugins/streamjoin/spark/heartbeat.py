@@ -22,11 +22,10 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from streamjoin.core.job_files import Offsets, PipelineFiles
+from streamjoin.core.job_files import BatchCounts, Offsets, PipelineFiles
 
 #: while idle, a history entry this often (seconds): the plots show the idle time as such
 HISTORY_IDLE_EVERY = 60.0
@@ -52,22 +51,20 @@ class Heartbeat:
         seconds: float,
         end_offsets: Offsets,
         watermarks: dict[str, int] | None = None,
-        counts: Mapping[str, int] | None = None,
+        counts: BatchCounts | None = None,
         lag: int | None = None,
     ) -> dict[str, Any]:
         """Record a committed batch that started at ``started`` (epoch s) and took ``seconds``.
 
-        :param counts: the batch writer's counts (``dead_lettered``, ``join_results``, ``aggregate_updates``,
-            ``state_bytes``)
+        :param counts: the batch writer's counts (its ``input_records`` are ``rows``)
         :param lag: records on the input topics the batch's plan left for later batches (None: unknown)
         """
         since = started - self._previous_start if self._previous_start is not None else seconds
         self._previous_start = started
-        counts = counts or {}
+        counts = counts or BatchCounts()
         batch = {
-            "input_records": rows, "dead_letters": int(counts.get("dead_lettered", 0)),
-            "output_records": int(counts.get("join_results", 0)),
-            "aggregate_updates": int(counts.get("aggregate_updates", 0)),
+            "input_records": rows, "dead_letters": counts.dead_letters, "output_records": counts.output_records,
+            "aggregate_updates": counts.aggregate_updates,
         }  # fmt: skip
         previous = self._last if self._last and self._last.get("query_id") == self.query_id else {}
         before = previous.get("totals") or {}
@@ -91,7 +88,7 @@ class Heartbeat:
             "watermarks": watermarks or {},
             "watermark_ms": min(watermarks.values()) if watermarks else None,
             **{name: n for name, n in batch.items() if name != "input_records"},
-            "state_bytes": counts.get("state_bytes"),
+            "state_bytes": counts.state_bytes,
             "totals": totals,
             "spark_ui": self.spark_ui,
         }
@@ -102,7 +99,7 @@ class Heartbeat:
             "t": round(written, 3), "batch_id": batch_id, "run_id": self.run_id, "input_records": rows,
             "input_rps": round(rows / since if since > 0 else 0.0, 3),
             "processed_rps": round(rows / seconds if seconds > 0 else 0.0, 3),
-            "duration_ms": int(seconds * 1000), "lag": lag, "state_bytes": counts.get("state_bytes"),
+            "duration_ms": int(seconds * 1000), "lag": lag, "state_bytes": counts.state_bytes,
             "dead_letters": batch["dead_letters"], "output_records": batch["output_records"],
         })  # fmt: skip
         print(

@@ -12,6 +12,7 @@ it done (:class:`streamjoin.core.job_files.OffsetLog`); the Kafka output is at l
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -25,7 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streamjoin.core.batch_plan import BatchPlan, TopicPartition, by_topic, plan_batch
 from streamjoin.core.errors import CheckpointLockedError, CorruptCheckpointError
-from streamjoin.core.job_files import QUERY_DIR, Lease, OffsetLog, Offsets, PipelineFiles
+from streamjoin.core.job_files import QUERY_DIR, BatchCounts, Lease, OffsetLog, Offsets, PipelineFiles
 from streamjoin.core.ordering import source_orders
 from streamjoin.core.plans import location
 from streamjoin.core.repartition import join_view, repartitioned
@@ -75,8 +76,8 @@ class BatchWriter:
     def __init__(self, spark: SparkSession, spec: PipelineSpec, settings: JobSettings, storage: Storage) -> None:
         self.spark, self.spec, self.settings = spark, spec, settings
         self.store = state_store(join(settings.durable_root(spec), "state"), storage)
-        #: the counts of the last batch (:meth:`_write`, and ``state_bytes``): the heartbeat reports them
-        self.last_counts: dict[str, int] = {}
+        #: the counts of the last batch: the heartbeat reports them
+        self.last_counts = BatchCounts()
 
     def __call__(self, raw: DataFrame, batch_id: int) -> BatchSummary:
         """Run and write batch ``batch_id``; returns its summary (rows, each partition's max timestamp)."""
@@ -84,21 +85,21 @@ class BatchWriter:
         state = self.store.load(self.spark, batch_id, state_schemas(self.spec))
         out = process_batch(raw, self.spec, state)  # reads and decodes the batch; the rest is lazy
         planned = time.monotonic()
-        counts = {"input_rows": out.summary.rows, **self._write(out, batch_id)}
+        written_counts = self._write(out, batch_id)
         written = time.monotonic()
-        counts["state_bytes"] = self.store.save(batch_id, out.state)
+        state_bytes = self.store.save(batch_id, out.state)
         out.release()
         # where a batch's time goes (ms): reading it and planning, computing and writing the outputs, the state
-        counts |= {
-            "read_ms": round((planned - started) * 1000),
-            "write_ms": round((written - planned) * 1000),
-            "state_ms": round((time.monotonic() - written) * 1000),
-        }
+        counts = dataclasses.replace(
+            written_counts, input_records=out.summary.rows, state_bytes=state_bytes,
+            read_ms=round((planned - started) * 1000), write_ms=round((written - planned) * 1000),
+            state_ms=round((time.monotonic() - written) * 1000),
+        )  # fmt: skip
         self._report(batch_id, counts, time.monotonic() - started)
         self.last_counts = counts
         return out.summary
 
-    def _write(self, out: BatchOutput, batch_id: int) -> dict[str, int]:
+    def _write(self, out: BatchOutput, batch_id: int) -> BatchCounts:
         """All Kafka-bound rows (join results, aggregate updates, dead letters) go out in one write."""
         spec, shape = self.spec, spark_shape(self.spec)
         # (with a per-change sum, caching a lookup's results took the 5M-click run from 64k to 52k records/s)
@@ -128,18 +129,17 @@ class BatchWriter:
         # counts without a pass over uncached frames (an Observation on the Kafka write never completes):
         # a left lookup join emits exactly one result per good stream record
         left_lookup = shape.lookup and spec.join.kind is Kind.LEFT
-        counts = {
-            "join_results": out.summary.good["L"] if left_lookup else results.count(),
-            "dead_lettered": out.summary.rejected if spec.aggregate is None else dead.count(),
-        }
-        if aggregates is not None:
-            counts["aggregate_updates"] = aggregates.count()
+        counts = BatchCounts(
+            output_records=out.summary.good["L"] if left_lookup else results.count(),
+            dead_letters=out.summary.rejected if spec.aggregate is None else dead.count(),
+            aggregate_updates=0 if aggregates is None else aggregates.count(),
+        )
         dead.unpersist()
         results.unpersist()
         return counts
 
-    def _report(self, batch_id: int, counts: dict[str, int], seconds: float) -> None:
-        line = {"pipeline": self.spec.name, "batch_id": batch_id, "seconds": round(seconds, 3), **counts}
+    def _report(self, batch_id: int, counts: BatchCounts, seconds: float) -> None:
+        line = {"pipeline": self.spec.name, "batch_id": batch_id, "seconds": round(seconds, 3), **counts.as_record()}
         log.warning("batch %s", json.dumps(line))
         print(f"streamjoin batch {json.dumps(line)}", flush=True)
 
