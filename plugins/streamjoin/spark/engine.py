@@ -39,6 +39,7 @@ from streamjoin.spark.shapes import spark_shape
 from streamjoin.spark.sinks import encode_key, encode_value
 from streamjoin.spark.state import StateStore, empty_states
 from streamjoin.spark.table_aggregate import PREVIOUS_SCHEMA, aggregate_table
+from streamjoin.spark.templates import templated
 
 #: states of a few rows per partition, kept as JSON by the state store
 SMALL_STATES = frozenset({"order", "clock"})
@@ -128,8 +129,11 @@ def process_batch(
         new_state |= step.state
         results = step.results
         cached = (decoded, *step.cached)
-    results = with_joined_value(results, join.joiner, spec.output.value_format)
-    dead_letters = rejected_records(decoded)
+    results = templated(
+        results, f"results {spec.model_dump_json()}",
+        lambda rows: with_joined_value(rows, join.joiner, spec.output.value_format),
+    )  # fmt: skip
+    dead_letters = templated(decoded, f"dead letters {spec.model_dump_json()}", rejected_records)
     aggregates = None
     aggregates_in_order = False
     if spec.aggregate is not None and traits(join.shape).table_result:

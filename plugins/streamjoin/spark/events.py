@@ -34,6 +34,7 @@ from streamjoin.core.spec import Format, Kind, PipelineSpec, Role, Shape
 from streamjoin.spark.local_frames import local_frame
 from streamjoin.spark.projection import key_selector
 from streamjoin.spark.serde import decode, spark_type
+from streamjoin.spark.templates import templated
 
 ORDER = ["__pos", "__input", "__partition", "__offset"]
 #: state of the batch order: each topic-partition's max timestamp so far
@@ -52,7 +53,12 @@ LOOKUP_KEY = "__lookup"
 def decode_batch(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
     """Decode both sides' records into event columns, in one frame with the records that cannot be
     processed (``reason`` set, original bytes in ``__dead_key``/``__dead_value``): the one frame a caller
-    caches per batch. :func:`good_events` and :func:`rejected_records` split it."""
+    caches per batch. :func:`good_events` and :func:`rejected_records` split it. Built once per pipeline
+    (:func:`~streamjoin.spark.templates.templated`)."""
+    return templated(raw, f"decode {spec.model_dump_json()}", lambda rows: _decode(rows, spec))
+
+
+def _decode(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
     join = spec.join
     left, right = spec.left, spec.right
     lval, lerr = decode(F.col("value"), left.value)
