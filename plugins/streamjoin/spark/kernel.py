@@ -53,7 +53,12 @@ def runs_on_kernel(spec: PipelineSpec) -> bool:
     """Whether batches of ``spec`` run on the kernel: it has the shape and the setting does not say otherwise."""
     join = spec.join
     shapes = (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE)
-    return join.shape in shapes and join.kind in (Kind.INNER, Kind.LEFT) and engine() == "kernel"
+    # a repartitioned input (or its internal topic, in the join's view) has the other side's partition count,
+    # which the spec does not give: the kernel needs it as its task count, so these stay on the DataFrame engine
+    repartitions = any(
+        inp.repartition or inp.topic == spec.repartition_topic(name) for name, inp in spec.inputs.items()
+    )
+    return join.shape in shapes and join.kind in (Kind.INNER, Kind.LEFT) and not repartitions and engine() == "kernel"
 
 
 @dataclass
