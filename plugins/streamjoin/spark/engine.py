@@ -112,7 +112,8 @@ def process_batch(
     :param file_order: process rows in ``offset`` order as one task (replay: offsets are line numbers)
         instead of the batch ordering rule.
     """
-    decoded = decode_batch(raw, spec).persist()
+    spec_json = spec.model_dump_json()  # names the pipeline's batch programs (templated), once a batch
+    decoded = decode_batch(raw, spec, spec_json).persist()
     join = spec.join
     cached: tuple[Unpersistable, ...]
     if runs_on_kernel(spec):
@@ -130,10 +131,10 @@ def process_batch(
         results = step.results
         cached = (decoded, *step.cached)
     results = templated(
-        results, f"results {spec.model_dump_json()}",
+        results, f"results {spec_json}",
         lambda rows: with_joined_value(rows, join.joiner, spec.output.value_format),
     )  # fmt: skip
-    dead_letters = templated(decoded, f"dead letters {spec.model_dump_json()}", rejected_records)
+    dead_letters = templated(decoded, f"dead letters {spec_json}", rejected_records)
     aggregates = None
     aggregates_in_order = False
     if spec.aggregate is not None and traits(join.shape).table_result:

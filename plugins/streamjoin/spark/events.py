@@ -50,12 +50,12 @@ DEAD_KEY, DEAD_VALUE = "__dead_key", "__dead_value"
 LOOKUP_KEY = "__lookup"
 
 
-def decode_batch(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
+def decode_batch(raw: DataFrame, spec: PipelineSpec, spec_json: str | None = None) -> DataFrame:
     """Decode both sides' records into event columns, in one frame with the records that cannot be
     processed (``reason`` set, original bytes in ``__dead_key``/``__dead_value``): the one frame a caller
     caches per batch. :func:`good_events` and :func:`rejected_records` split it. Built once per pipeline
-    (:func:`~streamjoin.spark.templates.templated`)."""
-    return templated(raw, f"decode {spec.model_dump_json()}", lambda rows: _decode(rows, spec))
+    (:func:`~streamjoin.spark.templates.templated`; ``spec_json``: the spec's JSON if the caller has it)."""
+    return templated(raw, f"decode {spec_json or spec.model_dump_json()}", lambda rows: _decode(rows, spec))
 
 
 def _decode(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
