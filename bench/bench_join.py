@@ -228,7 +228,7 @@ def measure_latency(spark: Any, args: argparse.Namespace, checkpoint: str) -> di
     runner = threading.Thread(target=run, name="streamjoin-latency-job")
     runner.start()
     files = PipelineFiles(Path(checkpoint))
-    while ((files.status() or {}).get("num_input_rows") or 0) == 0:  # the regions are in the table
+    while (status := files.status()) is None or status.counts.input_records == 0:  # the regions are in the table
         if failure or not runner.is_alive():
             raise RuntimeError(f"the job stopped before its first batch: {failure}")
         time.sleep(0.5)

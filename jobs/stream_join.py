@@ -17,9 +17,10 @@ from pathlib import Path
 # The streamjoin package ships next to this file (plugins/) or via --py-files on a cluster.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
 
+from streamjoin.core.errors import KafkaAuthenticationError
 from streamjoin.core.job_files import JobFailure, PipelineFiles
 from streamjoin.core.spec import load_spec
-from streamjoin.kafka.client_config import KafkaClientConfig
+from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 from streamjoin.kafka.connection_check import check_connection
 from streamjoin.spark.job import JobSettings, run_stream
 from streamjoin.spark.session import build_session
@@ -43,10 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the job; an error is recorded in the checkpoint's ``failure.json`` for the owner (restart or alert)
     and ends the process with ``EXIT_TRANSIENT`` or ``EXIT_TERMINAL`` (``streamjoin.core.job_files``)."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    kafka: KafkaClientConfig | None = None
     try:
-        return run(args)
+        kafka = KafkaClientConfig.from_job_arguments(args.bootstrap, args.kafka_config)
+        return run(args, kafka)
     except Exception as exc:
-        failure = JobFailure.of(exc)
+        failure = classify(exc, kafka)
         PipelineFiles(Path(args.checkpoint)).record_failure(failure)
         traceback.print_exc()
         then = "a restart from the checkpoint may help" if failure.transient else "a person must act before a restart"
@@ -54,9 +57,26 @@ def main(argv: list[str] | None = None) -> int:
         return failure.exit_code
 
 
-def run(args: argparse.Namespace) -> int:
+def classify(exc: BaseException, kafka: KafkaTarget | None, timeout: float = 10.0) -> JobFailure:
+    """The failure to record for ``exc``. A transient one (Kafka unreachable, a task failed) is checked against
+    the cluster first: a password revoked under the running job surfaces in its clients as timeouts and
+    failed tasks, which a restart cannot cure; then the refusal is recorded (terminal), naming the original
+    error. No answer from the cluster keeps the original."""
+    failure = JobFailure.of(exc)
+    if not failure.transient or kafka is None:
+        return failure
+    try:
+        check_connection(kafka, timeout=timeout)
+    except KafkaAuthenticationError as refused:
+        return JobFailure.of(KafkaAuthenticationError(refused.source, f"{refused.reason} (the job failed with "
+                                                      f"{failure.error}: {failure.message[:500]})"))  # fmt: skip
+    except Exception:  # unreachable or not checkable: what the job saw stands
+        pass
+    return failure
+
+
+def run(args: argparse.Namespace, kafka: KafkaClientConfig) -> int:
     spec = load_spec(args.spec)
-    kafka = KafkaClientConfig.from_job_arguments(args.bootstrap, args.kafka_config)
     check_connection(kafka)  # a refused password fails here, naming the connection
     spark = build_session(f"streamjoin-{spec.name}", master=args.master, shuffle_partitions=spec.kafka.partitions)
     settings = JobSettings(

@@ -36,6 +36,25 @@ def copy_test_db(home: Path) -> Path:
     return home / "airflow.db"
 
 
+def tracebacks(log: Path) -> tuple[list[str], list[str]]:
+    """The tracebacks in an api-server's log, each as its lines up to the exception's: (those through the
+    plugin's code, the rest). The rest is Airflow's own (say SQLite's "database is locked" while a scheduler
+    writes), not a defect of the plugin's routes."""
+    ours: list[str] = []
+    others: list[str] = []
+    block: list[str] | None = None
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("Traceback (most recent call last)"):
+            block = [line]
+        elif block is not None:
+            block.append(line)
+            if line and not line.startswith((" ", "\t", "Traceback", "During handling", "The above exception")):
+                text = "\n".join(block)
+                (ours if "/streamjoin/" in text else others).append(text)
+                block = None
+    return ours, others
+
+
 @dataclass
 class ApiServer:
     """A running api-server: its URL, users' passwords and log."""

@@ -5,6 +5,7 @@ and a damaged state file on HDFS refused by name."""
 
 from __future__ import annotations
 
+import json
 import socket
 import uuid
 from collections import Counter
@@ -113,13 +114,12 @@ def test_checkpoint_state_and_files_on_hdfs_survive_a_crash_and_reprocess_equals
     assert again == day_rows, bag_difference(again, day_rows, ("the day reprocessed again", "the stream"))
     assert not [n for n in storage.children(checkpoint) if n.startswith(".reprocess-")]  # its state is gone
 
-    # a state file damaged on HDFS (same size, other bytes) stops the next start, naming the file
+    # a state file damaged on HDFS (same size, other bytes) stops the next start, naming the file: the
+    # newest version's manifest lists its files (the kernel's store files of that version among them)
     newest = max(versions, key=lambda v: int(v.split("=")[1]))
-    data_files = [
-        f"{checkpoint}/state/{newest}/{relative}"
-        for relative, (size, _) in storage.files(f"{checkpoint}/state/{newest}").items()
-        if relative.endswith(".parquet") and size > 0
-    ]
+    manifest = json.loads(storage.read_text(f"{checkpoint}/state/{newest}/_COMMITTED") or "{}")
+    data_files = [f"{checkpoint}/state/{relative}" for relative, (size, _) in manifest["files"].items() if size > 0]
+    assert data_files, f"the newest state version lists no file: {manifest}"
     victim = data_files[0]
     size = storage.facts(victim)[0]  # type: ignore[index]
     storage.delete(victim)

@@ -33,6 +33,7 @@ from streamjoin.airflow.operators.supervise import (
     pipeline_files,
 )
 from streamjoin.airflow.triggers import StreamJobTrigger
+from streamjoin.core.job_files import WatchEvent
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.spec import load_spec
 from streamjoin.core.supervision import Policy
@@ -121,9 +122,9 @@ def cleanup() -> Iterator[list[Path]]:
     yield specs
     for path in specs:
         driver = pipeline_files(load_spec(path)).driver()
-        if driver:
+        if driver and driver.pgid:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(int(driver["pgid"]), signal.SIGKILL)
+                os.killpg(driver.pgid, signal.SIGKILL)
 
 
 def deferred(call: Callable[[], Any]) -> StreamJobTrigger:
@@ -138,21 +139,25 @@ def deferred(call: Callable[[], Any]) -> StreamJobTrigger:
     return trigger
 
 
-def fire(trigger: StreamJobTrigger, timeout: float, copies: int = 1) -> dict[str, Any]:
+def fire(trigger: StreamJobTrigger, timeout: float, copies: int = 1) -> WatchEvent:
     """Run the trigger's ``run()`` as the triggerer does (``copies`` at once, as when a triggerer hands it
-    over: they must agree) until its event; the event's payload."""
+    over: they must agree) until its event; the event's payload, a :class:`WatchEvent` (exactly one: the
+    payload is its ``to_json()``, nothing more or less)."""
 
-    async def first(copy: StreamJobTrigger) -> dict[str, Any]:
+    async def first(copy: StreamJobTrigger) -> WatchEvent:
         async for event in copy.run():
-            return dict(event.payload)
+            payload = dict(event.payload)
+            watched = WatchEvent.from_json(payload)
+            assert watched.to_json() == payload, payload
+            return watched
         raise AssertionError("the trigger ended without an event")
 
-    async def all_copies() -> list[dict[str, Any]]:
+    async def all_copies() -> list[WatchEvent]:
         runs = [first(StreamJobTrigger(**trigger.serialize()[1])) for _ in range(copies)]
         return await asyncio.wait_for(asyncio.gather(*runs), timeout)
 
     events = asyncio.run(all_copies())
-    assert len({e["event"] for e in events}) == 1, events
+    assert len({e.event for e in events}) == 1, events
     return events[0]
 
 
@@ -176,34 +181,35 @@ def test_owner_restarts_a_killed_driver_exactly_once_then_stop_and_redeploy(
     assert first is not None and files.driver_alive()
     wait_for(lambda: len(output_coordinates(spec_path)) >= 200, 150, "the first 200 rows in the file output")
     event = fire(trigger, 60)
-    assert event["event"] == "watched" and event["state"] == "healthy", event
-    assert owner.resume({}, event)["alive"] is True
+    assert event.event == "watched" and event.state == "healthy", event
+    assert owner.resume({}, event.to_json())["alive"] is True
 
     # dead -> restart: the next run adopts the running driver; a SIGKILL mid-stream is seen by the trigger
     trigger = deferred(lambda: owner.execute({}))
     assert files.driver() == first  # adopted, not launched again
     produce_clicks(kafka_bootstrap, topics["clicks"], 200, 400)  # 5+ throttled batches
     before = files.status()
-    wait_for(lambda: (files.status() or {}).get("batch_id", -1) > before["batch_id"], 60, "a batch of the 2nd chunk")
+    assert before is not None and before.batch_id is not None
+    wait_for(lambda: (s := files.status()) and (s.batch_id or -1) > before.batch_id, 60, "a batch of the 2nd chunk")
     # frozen wherever it is (maybe between a batch's files and its commit), then given records it cannot have
     # read: the kill leaves work behind by construction, however fast the job ran until now
-    os.killpg(int(first["pgid"]), signal.SIGSTOP)
+    os.killpg(first.pgid, signal.SIGSTOP)
     produce_clicks(kafka_bootstrap, topics["clicks"], 600, 100)
     processed = len(set(output_coordinates(spec_path)))
-    os.killpg(int(first["pgid"]), signal.SIGKILL)
+    os.killpg(first.pgid, signal.SIGKILL)
     killed = time.time()
     event = fire(trigger, 30, copies=2)
-    assert event["event"] == "dead", event
-    trigger = deferred(lambda: owner.resume({}, event))  # restarted, watched again
+    assert event.event == "dead", event
+    trigger = deferred(lambda: owner.resume({}, event.to_json()))  # restarted, watched again
     second = files.driver()
-    assert second is not None and second["pid"] != first["pid"] and files.driver_alive()
-    assert len(files.supervisor()["restarts"]) == 1
+    assert second is not None and second.pid != first.pid and files.driver_alive()
+    assert len(files.supervisor().restarts) == 1
     resumed = wait_for(
-        lambda: (s := files.status()) and s["written_at"] > killed and s["num_input_rows"] > 0 and s,
+        lambda: (s := files.status()) and (s.written_at or 0) > killed and s.counts.input_records > 0 and s,
         150,
         "the first batch after the restart",
     )
-    seconds = resumed["written_at"] - killed
+    seconds = resumed.written_at - killed
     expected = {(int(p), o) for p, end in end_offsets(kafka_bootstrap, topics["clicks"]).items() for o in range(end)}
     assert len(expected) == 700
     wait_for(lambda: set(output_coordinates(spec_path)) >= expected, 150, "all 700 rows after the restart")
@@ -215,8 +221,8 @@ def test_owner_restarts_a_killed_driver_exactly_once_then_stop_and_redeploy(
     assert StopStreamJoinOperator(task_id="stop", spec_path=str(spec_path), timeout=60).execute({})["was_running"]
     assert not files.driver_alive()
     event = fire(trigger, 30)
-    assert event["event"] == "stopped", event
-    assert owner.resume({}, event)["state"] == "stopped"
+    assert event.event == "stopped", event
+    assert owner.resume({}, event.to_json())["state"] == "stopped"
     waiting = deferred(lambda: owner.execute({}))
     assert waiting.waiting and not files.driver_alive() and files.driver() == second
 
@@ -224,14 +230,14 @@ def test_owner_restarts_a_killed_driver_exactly_once_then_stop_and_redeploy(
     stop = StopStreamJoinOperator(task_id="stop", spec_path=str(spec_path), redeploy=True, timeout=60)
     assert stop.execute({})["intent"] == "redeploy"
     event = fire(waiting, 30)
-    assert event["event"] == "redeploy", event
-    trigger = deferred(lambda: owner.resume({}, event))
+    assert event.event == "redeploy", event
+    trigger = deferred(lambda: owner.resume({}, event.to_json()))
     third = files.driver()
-    assert third is not None and third["pid"] != second["pid"] and files.intent() == "run"
-    run_before = (files.status() or {}).get("run_id")
-    wait_for(lambda: (st := files.status() or {})["written_at"] > third["started_at"] and st["run_id"] != run_before,
-             150, "a heartbeat of the redeployed driver")  # fmt: skip
-    assert len(files.supervisor()["restarts"]) == 1  # a redeploy is not a restart
+    assert third is not None and third.pid != second.pid and files.intent() == "run"
+    run_before = status.run_id if (status := files.status()) else None
+    wait_for(lambda: (st := files.status()) and (st.written_at or 0) > (third.started_at or 0)
+             and st.run_id != run_before, 150, "a heartbeat of the redeployed driver")  # fmt: skip
+    assert len(files.supervisor().restarts) == 1  # a redeploy is not a restart
 
     # killing the owning task (the trigger's on_kill) stops the job it owns; the lease is released
     asyncio.run(trigger.on_kill())
@@ -254,14 +260,14 @@ def test_owner_alerts_when_lag_stays_above_the_threshold(
     policy = Policy(stale_after=120, lag_threshold=500, lag_grace=3)
     owner = SuperviseStreamJoinOperator(task_id="own_job", spec_path=str(spec_path), policy=policy, watch=600, poll=1)
     trigger = deferred(lambda: owner.execute({}))
-    wait_for(lambda: (files.status() or {}).get("batch_id", -1) >= 0, 150, "the first throttled batch")
+    wait_for(lambda: (s := files.status()) and s.batch_id is not None, 150, "the first throttled batch")
     event = fire(trigger, 60)
     processed = len(output_coordinates(spec_path))
     assert 0 < processed <= 100
-    assert event["event"] == "lagging" and event["lag"] == {topics["clicks"]: 1000 - processed, topics["regions"]: 0}
-    assert time.time() - event["lagging_since"] >= 3
+    assert event.event == "lagging" and event.lag == {topics["clicks"]: 1000 - processed, topics["regions"]: 0}
+    assert event.lagging_since is not None and time.time() - event.lagging_since >= 3, event
     with pytest.raises(StreamJobFailure, match=f"lag {1000 - processed} above 500"):
-        owner.resume({}, event)
+        owner.resume({}, event.to_json())
     assert files.driver_alive()  # an alert, not a kill
     stop_driver(files, timeout=30)
 
@@ -297,16 +303,16 @@ def test_a_hung_driver_is_stopped_restarted_from_its_checkpoint_and_alerted(
         first = files.driver()
         assert first is not None
         wait_for(lambda: len(output_coordinates(spec_path)) >= 50, 150, "the first 50 rows in the file output")
-        wait_for(lambda: (files.status() or {}).get("written_at", 0) > first["started_at"], 60,
+        wait_for(lambda: (s := files.status()) and (s.written_at or 0) > (first.started_at or 0), 60,
                  "the status of a committed batch (a driver that never committed one is slow, not hung)")  # fmt: skip
-        os.killpg(int(first["pgid"]), signal.SIGSTOP)  # hung: alive, making no progress
+        os.killpg(first.pgid, signal.SIGSTOP)  # hung: alive, making no progress
         produce_clicks(kafka_bootstrap, topics["clicks"], 50, 30)  # input waits for it
         event = fire(trigger, 180)
-        assert event["event"] == "hung" and sum(event["lag"].values()) > 0, event
-        trigger = deferred(lambda: owner.resume({}, event))  # stopped, restarted, watched again
+        assert event.event == "hung" and event.total_lag > 0, event
+        trigger = deferred(lambda: owner.resume({}, event.to_json()))  # stopped, restarted, watched again
         second = files.driver()
-        assert second is not None and second["pid"] != first["pid"] and files.driver_alive()
-        assert len(files.supervisor()["restarts"]) == 1
+        assert second is not None and second.pid != first.pid and files.driver_alive()
+        assert len(files.supervisor().restarts) == 1
         wait_for(lambda: len(set(output_coordinates(spec_path))) >= 80, 150, "the 30 waiting rows after the restart")
         rows = output_coordinates(spec_path)
         assert len(rows) == len(set(rows)) == 80, "loss or duplicates in the file output"
@@ -357,11 +363,11 @@ def _kill_each_driver(files: Any, stop: threading.Event, killed: list[int]) -> N
     """SIGKILL the process group of each driver the owner launches, once it has run for a few seconds."""
     while not stop.is_set():
         driver = files.driver()
-        if driver and int(driver["pid"]) not in killed and files.driver_alive():
+        if driver and driver.pid is not None and driver.pid not in killed and files.driver_alive():
             time.sleep(3)
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(int(driver["pgid"]), signal.SIGKILL)
-            killed.append(int(driver["pid"]))
+                os.killpg(driver.pgid, signal.SIGKILL)
+            killed.append(driver.pid)
         stop.wait(0.5)
 
 
@@ -405,18 +411,18 @@ def test_a_terminal_failure_or_a_crash_loop_fails_the_owner_and_alerts(
     result = next((line for line in done.stdout.splitlines() if line.startswith("RESULT ")), None)
     assert result is not None, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert json.loads(result[7:]) == {"supervise": "failed"}
-    assert files.supervisor()["gave_up_at"] is not None  # later runs wait for a redeploy
+    assert files.supervisor().gave_up_at is not None  # later runs wait for a redeploy
     assert not files.driver_alive()
     assert len(_Sink.received) == 1, _Sink.received
     alert = _Sink.received[0]
     assert alert["event"] == "streamjoin.task_failed" and alert["task_id"] == "supervise"
     if fault == "terminal":
-        assert files.supervisor()["restarts"] == []  # never restarted: a restart cannot fix it
+        assert files.supervisor().restarts == []  # never restarted: a restart cannot fix it
         failure = files.run_failure()
         assert failure is not None and failure.error == "CorruptCheckpointError" and not failure.transient
         assert "a restart cannot fix: CorruptCheckpointError" in alert["error"] and "move it aside" in alert["error"]
         assert "redeploy" in alert["error"]
     else:
-        assert len(files.supervisor()["restarts"]) == 1 and len(killed) == 2  # launched, restarted, given up
+        assert len(files.supervisor().restarts) == 1 and len(killed) == 2  # launched, restarted, given up
         assert files.run_failure() is None  # killed: no error recorded
         assert "not restarting" in alert["error"]

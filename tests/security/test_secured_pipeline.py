@@ -21,6 +21,7 @@ from streamjoin.airflow.operators.reprocess import ReprocessDayOperator
 from streamjoin.airflow.operators.stream_join import StreamJoinJobOperator
 from streamjoin.airflow.operators.supervise import StopStreamJoinOperator, SuperviseStreamJoinOperator
 from streamjoin.core.errors import KafkaAuthenticationError
+from streamjoin.core.job_files import DriverRecord
 from streamjoin.core.plans import PROJECT_HOME, checkpoint_dir, secrets_dir
 from streamjoin.core.spec import load_spec
 from streamjoin.core.supervision import Policy
@@ -98,14 +99,14 @@ def test_seed_pipeline_on_sasl_ssl_leaves_no_secret_anywhere(
         driver = wait_for(
             lambda: (checkpoint_dir(spec) / "driver.json").exists() and supervise_driver(spec), 30, "driver"
         )
-        cmdlines += _group_cmdlines(int(driver["pgid"]))
+        cmdlines += _group_cmdlines(int(driver.pgid or -1))
 
         def caught_up() -> bool:
             report = supervise.execute({})
             return report["state"] == "healthy" and bool(report["lag"]) and not any(report["lag"].values())
 
         wait_for(caught_up, 240, "the secured job to consume every input record (healthy, lag 0)", interval=3)
-        cmdlines += _group_cmdlines(int(driver["pgid"]))
+        cmdlines += _group_cmdlines(int(driver.pgid or -1))
 
         server = api_server(work)  # the Stream jobs page reads the lag through the secured connection
         status, body = server.get(f"/streamjoin/api/jobs/{name}", "admin")
@@ -143,7 +144,7 @@ def test_seed_pipeline_on_sasl_ssl_leaves_no_secret_anywhere(
         shutil.rmtree(checkpoint_dir(spec), ignore_errors=True)
 
 
-def supervise_driver(spec: Any) -> dict[str, Any] | None:
+def supervise_driver(spec: Any) -> DriverRecord | None:
     from streamjoin.airflow.operators.supervise import pipeline_files
 
     return pipeline_files(spec).driver()

@@ -2,8 +2,10 @@
 every stream-table scenario (plain and versioned tables, with and without grace) and stream-globaltable
 scenario (with and without a key selector) in batches of one record (versioned) or two (plain), its state
 carried in Spark's state store between them; co-partitioned inputs over several partitions, a global table
-read by every task, and a batch run again after the driver died between the tasks' store commits and the
-batch's own commit (plain and versioned with grace)."""
+read by every task, the aggregate after the join (its reducer tasks keep the totals: per change in the
+scenarios, per batch against the DataFrame engine in the same cuts), and a batch run again after the driver
+died between the tasks' store commits and the batch's own commit (plain with an aggregate, versioned with
+grace)."""
 
 from __future__ import annotations
 
@@ -22,11 +24,11 @@ from streamjoin.core.ordering import source_orders
 from streamjoin.core.records import Emitted, Record
 from streamjoin.core.reference import ReferenceEngine
 from streamjoin.core.shapes import Shape
-from streamjoin.core.spec import PipelineSpec
+from streamjoin.core.spec import PipelineSpec, parse_spec
 from streamjoin.core.storage import LocalStorage
 from streamjoin.spark.engine import state_schemas, state_store
-from streamjoin.spark.kernel import ENGINE_ENV, runs_on_kernel, unload
-from streamjoin.spark.replay import _in_plan, _run, _timestamps, raw_frame
+from streamjoin.spark.kernel import ENGINE_ENV, KernelResults, runs_on_kernel, unload
+from streamjoin.spark.replay import RAW_SCHEMA, _in_plan, _run, raw_rows, timestamps
 
 pytestmark = pytest.mark.spark
 KERNEL = [s for s in SCENARIOS if s.spec.join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE)]
@@ -99,6 +101,29 @@ def test_a_global_table_reaches_every_task(spark: Any, kernel_engine: None) -> N
     assert_same(expected, got, scenario.spec.dead_letter_topic, "views over three partitions in batches of 4")
 
 
+def test_a_per_batch_aggregate_on_the_kernel_equals_the_dataframe_engines_in_the_same_cuts(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One update per group per micro-batch depends on where batches are cut (as Kafka Streams' cache does on
+    its commit interval): the kernel's reducer tasks and the DataFrame engine's hash aggregation agree on
+    every cut, over three partitions, dead letters (null group, null amount) included."""
+    scenario = next(s for s in KERNEL if s.name == "stream_table_left_sum_dead_letters")
+    data = scenario.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data["aggregate"]["emit"] = "per_batch"
+    spec = parse_spec(data)
+    records = _spread(scenario.inputs, 3)
+    monkeypatch.setenv(ENGINE_ENV, "kernel")
+    assert runs_on_kernel(spec)
+    kernel = spark_replay(spark, spec, records, batch=True, max_records=2)
+    monkeypatch.setenv(ENGINE_ENV, "dataframe")
+    dataframe = spark_replay(spark, spec, records, batch=True, max_records=2)
+    assert_same(dataframe, kernel, spec.dead_letter_topic, "per-batch updates in batches of 2")
+    assert spec.aggregate is not None
+    updates = [r for r in kernel if r.topic == spec.aggregate.output.topic]
+    assert len(updates) > len({r.key for r in updates}), "one batch only: the cuts would not matter"
+    assert any(r.topic == spec.dead_letter_topic for r in kernel)
+
+
 @pytest.mark.parametrize("name", ["stream_table_left_clicks_per_region", "stream_table_left_grace_versioned"])
 def test_a_batch_run_again_after_the_driver_died_before_its_commit_gives_the_same_outputs(
     spark: Any, kernel_engine: None, tmp_path: Any, name: str
@@ -108,8 +133,9 @@ def test_a_batch_run_again_after_the_driver_died_before_its_commit_gives_the_sam
     outputs, and every later batch's (which read the state it left), are those of a run without the crash."""
     scenario = next(s for s in KERNEL if s.name == name)
     spec = scenario.spec
-    raw = raw_frame(spark, spec, as_records(_spread(scenario.inputs, 2)), batch=True)
-    index = RecordsIndex(_timestamps(raw))
+    rows = raw_rows(spec, as_records(_spread(scenario.inputs, 2)), batch=True)
+    raw = spark.createDataFrame(rows, RAW_SCHEMA)
+    index = RecordsIndex(timestamps(rows))
     plans = plan_all({tp: 0 for tp in index.latest()}, index.latest(), source_orders(spec), index, 3)
     crash = len(plans) // 2
     assert crash > 0
@@ -144,3 +170,33 @@ def _emitted(row: dict[str, Any], spec: PipelineSpec) -> Emitted:
     if spec.join.joiner.function is not None and row["topic"] == (spec.output.topic or "<join>"):
         value = json.loads(value) if isinstance(value, str) else value
     return Emitted(row["topic"], row["key"], value, row["ts"], tuple((row.get("headers") or {}).items()))
+
+
+def test_the_kernel_counts_a_batch_as_it_reads_it_as_the_summary_job_does(
+    spark: Any, kernel_engine: None, tmp_path: Any
+) -> None:
+    """A batch's counts and partition times (what the job's history and watermarks are made of) come from the
+    kernel's first stage, not from a job of their own, and equal that job's: over three partitions, with an
+    undecodable click (counted, rejected, not moving its partition's time) and a null-key one (joined with
+    null by the left join, KIP-962: moving it)."""
+    from streamjoin.spark.engine import process_batch
+    from streamjoin.spark.events import decode_batch, summarize
+
+    scenario = next(s for s in KERNEL if s.name == "stream_table_left_clicks_per_region")
+    spec = scenario.spec
+    rows = raw_rows(spec, as_records(_spread(scenario.inputs, 3)), batch=True)
+    clicks = spec.left.topic
+    rows += [(b"zed", b"not a long", clicks, 1, 100, 99_000), (None, (7).to_bytes(8, "big"), clicks, 2, 100, 98_000)]
+    raw = spark.createDataFrame(rows, RAW_SCHEMA)
+    store = state_store(str(tmp_path), LocalStorage())
+    out = process_batch(raw, spec, store.load(spark, 0, state_schemas(spec)))
+    kernel = next(c for c in out.cached if isinstance(c, KernelResults))
+    assert kernel.handle.summary() == "", "counted before the batch ran"
+    out.results.count()  # the batch's job
+    expected = summarize(decode_batch(raw, spec, spec.model_dump_json()))
+    assert out.summary == expected
+    assert expected.rejected == 1 and expected.rows == len(rows)
+    assert expected.max_ts[(clicks, 1)] != 99_000 and expected.max_ts[(clicks, 2)] == 98_000
+    out.release()
+    store.close()
+    unload(spark, f"{tmp_path}/kernel", spec.kafka.partitions)

@@ -1,5 +1,7 @@
 """A truncated, corrupt or missing state version stops the streaming job before its first batch, with a
-message naming the file: it never starts over from an empty (or an older) state."""
+message naming the file: it never starts over from an empty (or an older) state. These are the checks of
+streamjoin's own state store (a version's manifest), so the pipeline is one on the DataFrame engine: a stream-table
+join on the kernel (clicks_per_region) keeps its state, and its aggregate's, in Spark's state store instead."""
 
 from __future__ import annotations
 
@@ -13,12 +15,14 @@ from streamjoin.core.errors import CorruptCheckpointError
 from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.spec import load_spec
-from streamjoin.demo.sample import sample_records
+from streamjoin.demo.sample import demo_records
 from streamjoin.spark.engine import process_batch, state_schemas
 from streamjoin.spark.job import JobSettings, StreamJob
+from streamjoin.spark.kernel import runs_on_kernel
 from streamjoin.spark.replay import raw_frame
 
-SPEC = load_spec(PROJECT_HOME / "include/pipelines/clicks_per_region.yaml")
+#: a stream-stream join: its window store is a parquet dataset in each state version
+SPEC = load_spec(PROJECT_HOME / "include/pipelines/ad_views_clicks.yaml")
 pytestmark = pytest.mark.spark
 
 
@@ -30,9 +34,10 @@ def _refusal(spark: Any, checkpoint: Path) -> str:
 
 
 def test_a_damaged_state_version_stops_the_job_naming_the_file(spark: Any, tmp_path: Path) -> None:
+    assert not runs_on_kernel(SPEC) and "window_store" in state_schemas(SPEC)
     checkpoint = tmp_path / "ck"
     job = StreamJob(spark, SPEC, JobSettings(bootstrap="127.0.0.1:1", checkpoint_dir=str(checkpoint)))
-    rows = [{"topic": r.topic, "key": r.key, "value": r.value, "ts": 10_000 + r.offset_ms} for r in sample_records()]
+    rows = [{"topic": r.topic, "key": r.key, "value": r.value, "ts": 10_000 + r.offset_ms} for r in demo_records(SPEC)]
     raw = raw_frame(spark, SPEC, rows, batch=True)
     store, log = job.writer.store, PipelineFiles(checkpoint).offset_log
     for batch_id, (lo, hi) in enumerate([(0, 20_000), (20_000, 10**9)]):  # two committed batches

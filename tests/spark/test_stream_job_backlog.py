@@ -105,13 +105,13 @@ def test_an_old_table_backlog_in_small_batches_gives_the_exact_totals_across_a_c
     files = PipelineFiles(tmp_path / "ck")
     # the counts of the query's batches, the crashed run's 0 and 1 and this run's 2 to 6, each once: every
     # record read once, every click joined once (a left join), no dead letter
-    status = files.status() or {}
-    history = [e for e in files.history.read() if "batch_id" in e]
-    assert [e["batch_id"] for e in history] == [0, 1, 2, 3, 4, 5, 6]
-    totals = status["totals"]
-    assert totals["input_records"] == sum(e["input_records"] for e in history) == USERS + CLICKS
-    assert totals["output_records"] == sum(e["output_records"] for e in history) == CLICKS
-    assert totals["dead_letters"] == 0 and status["state_bytes"] is not None
+    status = files.status()
+    history = [e for e in files.history.read() if e.batch_id is not None]
+    assert status is not None and [e.batch_id for e in history] == [0, 1, 2, 3, 4, 5, 6]
+    totals = status.totals
+    assert totals.input_records == sum(e.input_records for e in history) == USERS + CLICKS
+    assert totals.output_records == sum(e.output_records or 0 for e in history) == CLICKS
+    assert totals.dead_letters == 0 and status.counts.state_bytes is not None
     reported = files.watermark()
     assert reported is not None and reported >= base + 10_000, files.status()
     files.status_path.unlink()

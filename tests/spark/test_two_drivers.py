@@ -78,5 +78,5 @@ def test_a_second_driver_on_the_same_checkpoint_refuses_to_start(
 
 def _behind(files: PipelineFiles) -> bool:
     """The job has not yet committed offsets up to the end of the backlog."""
-    ends = (files.status() or {}).get("end_offsets", {})
+    ends = status.end_offsets if (status := files.status()) else {}
     return sum(int(o) for parts in ends.values() for o in parts.values()) < USERS + CLICKS

@@ -112,3 +112,41 @@ def test_the_hung_alert_says_the_owner_restarted_it_not_that_a_task_failed() -> 
     assert alert.payload["event"] == "streamjoin.job_hung"
     assert alert.subject == "[streamjoin] seed: job hung" and "failed" not in alert.subject
     assert "made no progress" in alert.text
+
+
+@pytest.mark.parametrize("answer", ["refused", "away", "accepted"])
+def test_a_driver_dead_of_a_transient_error_under_a_refused_password_fails_the_owner_at_once(
+    answer: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A password revoked under a running job reaches it as a broker gone away (transient): the owner asks the
+    cluster before backing off, and a refused connection fails the task at once naming it (no backoff, no crash
+    loop verdict). Away or accepted: the backoff as before (a second death within the window waits)."""
+    from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
+    from streamjoin.airflow.operators.supervise import StreamJobFailure, SuperviseStreamJoinOperator
+    from streamjoin.core.errors import KafkaAuthenticationError
+    from streamjoin.core.job_files import SupervisorRecord
+    from streamjoin.core.spec import load_spec
+
+    def checked_config(self: StreamJoinKafkaHook, timeout: float = 20.0) -> None:
+        if answer == "refused":
+            raise KafkaAuthenticationError("connection 'k'", "SASL authentication error: invalid credentials")
+        if answer == "away":
+            raise KafkaUnavailableError("connection 'k': no answer within 10 s")
+
+    monkeypatch.setattr(StreamJoinKafkaHook, "checked_config", checked_config)
+    files = PipelineFiles(tmp_path / "checkpoint")
+    files.record_driver(None, None, str(tmp_path / "driver.log"), "streamjoin-x")
+    files.record_failure(JobFailure.of(KafkaUnavailableError("no metadata: Broker transport failure")))
+    record = SupervisorRecord(restarts=[time.time() - 60])  # one restart in the window: the next one backs off
+    files.save_supervisor(record)
+    owner = SuperviseStreamJoinOperator(task_id="own_job", spec_path="include/pipelines/clicks_per_region.yaml",
+                                        kafka_conn_id="k", policy=Policy())  # fmt: skip
+    spec = load_spec(PROJECT_HOME / "include" / "pipelines" / "clicks_per_region.yaml")
+    if answer == "refused":
+        with pytest.raises(StreamJobFailure, match="a restart cannot fix: KafkaAuthenticationError") as failed:
+            owner._backing_off(spec, files, record)
+        assert "invalid credentials" in str(failed.value) and "Broker transport failure" in str(failed.value)
+        assert files.supervisor().gave_up_at is not None
+    else:
+        assert owner._backing_off(spec, files, record) is True  # waits 10 s before the second restart
+        assert files.supervisor().gave_up_at is None and files.supervisor().restart_after is not None

@@ -10,18 +10,18 @@ from types import SimpleNamespace
 
 import pytest
 
-from streamjoin.core.job_files import BatchCounts, History, PipelineFiles, parse_history, trim_history
+from streamjoin.core.job_files import BatchCounts, History, HistoryEntry, PipelineFiles, parse_history, trim_history
 from streamjoin.core.job_history import job_starts, recent, series
 from streamjoin.spark import heartbeat
 from streamjoin.spark.heartbeat import Heartbeat
 
 
 def test_trim_keeps_the_last_hours_and_at_most_the_newest_entries() -> None:
-    entries = [{"t": float(t), "batch_id": t} for t in range(0, 1000, 10)]
-    assert [e["t"] for e in trim_history(entries, now=1000, keep_seconds=95, max_entries=100)] == [
+    entries = [HistoryEntry(t=float(t), batch_id=t) for t in range(0, 1000, 10)]
+    assert [e.t for e in trim_history(entries, now=1000, keep_seconds=95, max_entries=100)] == [
         910.0, 920.0, 930.0, 940.0, 950.0, 960.0, 970.0, 980.0, 990.0,
     ]  # fmt: skip
-    assert [e["batch_id"] for e in trim_history(entries, now=1000, keep_seconds=10_000, max_entries=3)] == [
+    assert [e.batch_id for e in trim_history(entries, now=1000, keep_seconds=10_000, max_entries=3)] == [
         970,
         980,
         990,
@@ -32,24 +32,24 @@ def test_trim_keeps_the_last_hours_and_at_most_the_newest_entries() -> None:
 def test_a_torn_last_line_is_skipped_and_the_next_append_starts_a_line_of_its_own(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     path.write_text('{"t": 1.0, "batch_id": 0}\n{"t": 2.0, "batch_id": 1}\n{"t": 3.0, "bat')  # a crash mid-write
-    assert [e["batch_id"] for e in History(path).read()] == [0, 1]
-    History(path, keep_seconds=1e12).append({"t": 4.0, "batch_id": 2})  # a restarted job's first entry
-    assert [e["batch_id"] for e in History(path).read()] == [0, 1, 2]
-    assert parse_history('[1, 2]\n{"no_t": 1}\n\n{"t": "x"}\nnot json\n{"t": 5}') == [{"t": 5}]
+    assert [e.batch_id for e in History(path).read()] == [0, 1]
+    History(path, keep_seconds=1e12).append(HistoryEntry(t=4.0, batch_id=2))  # a restarted job's first entry
+    assert [e.batch_id for e in History(path).read()] == [0, 1, 2]
+    assert parse_history('[1, 2]\n{"no_t": 1}\n\n{"t": "x"}\nnot json\n{"t": 5}') == [HistoryEntry(t=5.0)]
 
 
 def test_appends_are_trimmed_now_and_then_atomically(tmp_path: Path) -> None:
     history = History(tmp_path / "history.jsonl", keep_seconds=3600, max_entries=50, trim_every=20)
     now = time.time()
-    history.append({"t": now - 7200, "batch_id": -1})  # older than the window: gone at the first trim
+    history.append(HistoryEntry(t=now - 7200, batch_id=-1))  # older than the window: gone at the first trim
     for batch in range(200):
-        history.append({"t": now - 200 + batch, "batch_id": batch})
+        history.append(HistoryEntry(t=now - 200 + batch, batch_id=batch))
     kept = history.read()
     assert 50 <= len(kept) < 50 + 20  # trimmed to 50 every 20 appends
-    assert kept[-1]["batch_id"] == 199 and all(e["batch_id"] >= 0 for e in kept)
-    assert [e["batch_id"] for e in kept] == sorted(e["batch_id"] for e in kept)
+    ids = [e.batch_id if e.batch_id is not None else -2 for e in kept]
+    assert ids[-1] == 199 and all(i >= 0 for i in ids) and ids == sorted(ids)
     assert not list(tmp_path.glob(".*tmp"))  # no temporary file left behind
-    assert [e["batch_id"] for e in history.read(since=now - 3)] == [197, 198, 199]
+    assert [e.batch_id for e in history.read(since=now - 3)] == [197, 198, 199]
 
 
 def test_the_heartbeat_appends_one_entry_per_batch_and_marks_idle_time(
@@ -67,15 +67,15 @@ def test_the_heartbeat_appends_one_entry_per_batch_and_marks_idle_time(
         clock[0] = base + seconds
         beat.idle()
     entries = files.history.read()
-    assert [e.get("batch_id") for e in entries] == [0, 1, None, None]
+    assert [e.batch_id for e in entries] == [0, 1, None, None]
     first, second, idle, _ = entries
-    assert first["input_records"] == 30 and first["lag"] == 12 and first["duration_ms"] == 1500
-    assert first["processed_rps"] == 20.0 and first["dead_letters"] == 2 and first["state_bytes"] == 900
-    assert second["input_rps"] == 4.0  # 12 rows, 3 s after the previous batch started
-    assert idle["idle"] is True and idle["lag"] == 0 and idle["input_records"] == 0
-    assert [round(e["t"] - base) for e in entries[2:]] == [61, 125]
-    assert {e["run_id"] for e in entries} == {"run-1"}
-    assert files.status()["spark_ui"] == "http://127.0.0.1:4040"  # type: ignore[index]
+    assert first.input_records == 30 and first.lag == 12 and first.duration_ms == 1500
+    assert first.processed_rps == 20.0 and first.dead_letters == 2 and first.state_bytes == 900
+    assert second.input_rps == 4.0  # 12 rows, 3 s after the previous batch started
+    assert idle.idle is True and idle.lag == 0 and idle.input_records == 0
+    assert [round(e.t - base) for e in entries[2:]] == [61, 125]
+    assert {e.run_id for e in entries} == {"run-1"}
+    assert files.status() is not None and files.status().spark_ui == "http://127.0.0.1:4040"  # type: ignore[union-attr]
     # a restarted job (new run id) goes on appending to the same history
     Heartbeat(files, "p", "query", "run-2").batch(2, 5, clock[0], 0.2, {"clicks": {0: 47}})
     assert len(job_starts(files.history.read())) == 1
@@ -85,10 +85,10 @@ def test_the_heartbeat_appends_one_entry_per_batch_and_marks_idle_time(
 def test_series_starts_and_the_recent_rate_come_from_the_entries() -> None:
     now = 10_000.0
     entries = [
-        {"t": now - 900, "batch_id": 0, "run_id": "a", "input_records": 600, "input_rps": 2.0, "lag": 5},
-        {"t": now - 240, "batch_id": 1, "run_id": "b", "input_records": 300, "input_rps": 1.0, "lag": 0},
-        {"t": now - 60, "batch_id": 2, "run_id": "b", "input_records": 150, "input_rps": 2.5, "lag": None},
-        {"t": now - 30, "run_id": "b", "idle": True, "input_records": 0, "input_rps": 0.0, "lag": 0},
+        HistoryEntry(t=now - 900, batch_id=0, run_id="a", input_records=600, input_rps=2.0, lag=5),
+        HistoryEntry(t=now - 240, batch_id=1, run_id="b", input_records=300, input_rps=1.0, lag=0),
+        HistoryEntry(t=now - 60, batch_id=2, run_id="b", input_records=150, input_rps=2.5, lag=None),
+        HistoryEntry(t=now - 30, run_id="b", idle=True, input_records=0, input_rps=0.0, lag=0),
     ]
     assert series(entries, "lag") == [(now - 900, 5.0), (now - 240, 0.0), (now - 30, 0.0)]  # None left out
     assert series(entries, "input_rps", 10) == [(now - 900, 20.0), (now - 240, 10.0), (now - 60, 25.0), (now - 30, 0.0)]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from streamjoin.core.job_files import BatchCounts, PipelineFiles
+from streamjoin.core.job_files import BatchCounts, JobStatus, PipelineFiles
 from streamjoin.core.metrics import prometheus_text, samples
 from streamjoin.spark.heartbeat import Heartbeat
 
@@ -25,7 +25,7 @@ def _heartbeat(checkpoint: Path, query: str = "q1") -> Heartbeat:
     return Heartbeat(PipelineFiles(checkpoint), PIPELINE, query, "run-1")
 
 
-def _two_batches(checkpoint: Path) -> dict:
+def _two_batches(checkpoint: Path) -> JobStatus:
     beat = _heartbeat(checkpoint)
     beat.batch(0, 30, 1_000.0, 0.5, {"clicks": {0: 20, 1: 10}, "regions": {0: 3}}, {"clicks": 5_000}, COUNTS)
     started = time.time()
@@ -74,13 +74,13 @@ def test_totals_continue_across_a_restart_of_the_same_query_only(tmp_path: Path)
     again = _heartbeat(tmp_path)  # the restarted job reads the previous run's record
     again.batch(2, 5, time.time(), 0.1, {"clicks": {0: 35, 1: 25}}, None, BatchCounts(dead_letters=1))
     status = PipelineFiles(tmp_path).status()
-    assert status is not None and status["totals"]["input_records"] == 75 and status["totals"]["dead_letters"] == 5
+    assert status is not None and status.totals.input_records == 75 and status.totals.dead_letters == 5
     fresh = _heartbeat(tmp_path, query="q2")  # a new checkpoint query: its own totals
     fresh.batch(0, 7, time.time(), 0.1, {"clicks": {0: 7}}, None, BatchCounts())
     status = PipelineFiles(tmp_path).status()
-    assert status is not None and status["totals"] == {
-        "input_records": 7, "dead_letters": 0, "output_records": 0, "aggregate_updates": 0,
-    }  # fmt: skip
+    assert status is not None and status.totals == BatchCounts(input_records=7)
+    assert status.to_json()["totals"] == {"input_records": 7, "output_records": 0, "dead_letters": 0,
+                                          "aggregate_updates": 0}  # fmt: skip
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceResponse,
 )
 
-from streamjoin.core.job_files import BatchCounts, PipelineFiles
+from streamjoin.core.job_files import BatchCounts, JobStatus, PipelineFiles
 from streamjoin.spark.heartbeat import Heartbeat
 
 PIPELINE = "clicks_per_region"
@@ -135,7 +135,7 @@ def airflow_otel(otlp_receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> It
     atexit.unregister(otel_logger.flush_otel_metrics)  # Airflow's flush at exit: nothing is left to send
 
 
-def _status(checkpoint: Path) -> dict[str, Any]:
+def _status(checkpoint: Path) -> JobStatus:
     beat = Heartbeat(PipelineFiles(checkpoint), PIPELINE, "q1", "run-1")
     counts = BatchCounts(dead_letters=2, output_records=30, state_bytes=4096)
     beat.batch(0, 30, 1_000.0, 0.5, {"clicks": {0: 20, 1: 10}, "regions": {0: 3}}, {"clicks": 5_000}, counts)

@@ -4,9 +4,11 @@ requests."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import xml.etree.ElementTree as ET
 from datetime import date
+from typing import Any
 
 import pytest
 
@@ -19,9 +21,17 @@ from streamjoin.airflow.actions import (
 )
 from streamjoin.airflow.status_page import JobPage, Link, render_job, render_jobs
 from streamjoin.core.charts import Series, downsample, line_chart, nice_ceiling, segments, sparkline
+from streamjoin.core.job_files import BatchCounts, HistoryEntry, JobStatus, SupervisorRecord
 from streamjoin.core.job_history import breaks, recent, series
+from streamjoin.core.status_view import JobView, job_view
+from streamjoin.core.supervision import Policy
 
 SVG = "{http://www.w3.org/2000/svg}"
+NOW = 1_800_000_000.0
+
+
+def _entries(*records: dict[str, Any]) -> list[HistoryEntry]:
+    return [e for r in records if (e := HistoryEntry.from_json(r)) is not None]
 
 
 def _coords(polyline: ET.Element) -> list[tuple[float, float]]:
@@ -54,10 +64,10 @@ def test_points_outside_the_period_are_left_out_and_an_empty_chart_says_so() -> 
 
 def test_no_line_is_drawn_across_a_period_without_the_job() -> None:
     # a job that ran, was down from 130 s to 1000 s, and ran again under a new run id; one long batch of 600 s
-    entries = [{"t": 0.0, "run_id": "a", "lag": 1}, {"t": 60.0, "run_id": "a", "lag": 2},
+    entries = _entries({"t": 0.0, "run_id": "a", "lag": 1}, {"t": 60.0, "run_id": "a", "lag": 2},
                {"t": 130.0, "run_id": "a", "lag": 3}, {"t": 1000.0, "run_id": "b", "lag": 4},
                {"t": 1700.0, "run_id": "b", "lag": 5, "duration_ms": 600_000},
-               {"t": 2000.0, "run_id": "b", "lag": 6}, {"t": 2040.0, "run_id": "c", "lag": 7}]  # fmt: skip
+               {"t": 2000.0, "run_id": "b", "lag": 6}, {"t": 2040.0, "run_id": "c", "lag": 7})  # fmt: skip
     assert breaks(entries) == [1000.0, 2000.0, 2040.0]  # new run; a silence beyond the batch; new run
     points = series(entries, "lag")
     assert [len(s) for s in segments(points, breaks(entries))] == [3, 2, 1, 1]
@@ -69,7 +79,7 @@ def test_no_line_is_drawn_across_a_period_without_the_job() -> None:
 
 
 def test_the_rate_says_which_batch_is_running_rather_than_no_batch() -> None:
-    entries = [{"t": 0.0, "batch_id": 4, "input_records": 10}]
+    entries = _entries({"t": 0.0, "batch_id": 4, "input_records": 10})
     assert (
         recent(entries, 1000.0).text(5, running=True)
         == "no batch in the last 5 min with 5 records waiting, last batch 17 min ago"
@@ -107,47 +117,59 @@ def test_sparkline() -> None:
     assert ET.fromstring(sparkline([])).attrib["data-points"] == "0"
 
 
-def _row(name: str = "clicks") -> dict[str, object]:
-    return {"pipeline": name, "state": "healthy", "reason": "batch 7, lag 0", "last_batch_time": "2026-11-24T10:00:00",
-            "batch_id": 7, "input_rows_per_second": 0.0, "processed_rows_per_second": 80.0,
-            "recent_text": "idle: caught up, last batch 3 min ago", "lag": {"clicks-topic": 0}, "restarts": 1,
-            "quality": None, "quality_verdict": None, "trend": [(0.0, 1.0), (60.0, 3.0)]}  # fmt: skip
+def _view(name: str = "clicks", **changes: Any) -> JobView:
+    """A healthy pipeline's view, caught up, 7 minutes after its last batch (built by the core's view model)."""
+    status = JobStatus(
+        pipeline=name, batch_id=7, written_at=NOW - 5, last_batch_time="2026-11-24T10:00:00", run_id="r",
+        counts=BatchCounts(input_records=70, dead_letters=1, output_records=60, state_bytes=4096), input_rps=0.0,
+        processed_rps=80.0, duration_ms=900, end_offsets={"clicks-topic": {"0": 70}},
+        totals=BatchCounts(input_records=700, dead_letters=8, output_records=600),
+    )  # fmt: skip
+    view = job_view(
+        name, status=status, driver=None, supervisor=SupervisorRecord(restarts=[NOW - 300]), failure=None,
+        history=_entries({"t": NOW - 420, "batch_id": 7, "run_id": "r", "input_records": 70, "input_rps": 1.0},
+                         {"t": NOW - 120, "run_id": "r", "idle": True, "input_rps": 3.0}),
+        alive=True, stopped=False, latest={"clicks-topic": {0: 70}}, planned=None, policy=Policy(), now=NOW,
+    )  # fmt: skip
+    return dataclasses.replace(view, **changes)
 
 
 def test_the_list_links_each_pipeline_and_shows_an_honest_rate() -> None:
-    page = render_jobs([_row(), {**_row("<script>"), "reason": "'><b>x"}], "/streamjoin/jobs")
+    page = render_jobs([_view(), _view("<script>", reason="'><b>x")], "/streamjoin/jobs")
     assert "<a class='detail' href='/streamjoin/jobs/clicks'>clicks</a>" in page
-    assert "idle: caught up, last batch 3 min ago" in page and "0.0" not in page
+    assert "<td class='state healthy' title='batch 7, lag 0'>healthy</td>" in page
+    assert "idle: caught up, last batch 7 min ago" in page and "0.0" not in page
+    assert "<td class='lag'>clicks-topic: 0</td><td class='restarts'>1</td>" in page
     assert page.count("<script>") == 1 and "&lt;script&gt;" in page and "'><b>x" not in page  # only the page's own
     assert page.count("class='sparkline' data-points='2'") == 2
     assert "<body data-refresh='30'>" in page and "location.reload()" in page  # reloads itself
-    assert "<body data-refresh='0'>" in render_jobs([_row()], "/streamjoin/jobs", refresh=0)
+    assert "<body data-refresh='0'>" in render_jobs([_view()], "/streamjoin/jobs", refresh=0)
 
 
 def test_a_never_started_pipeline_says_so_and_a_failed_check_stands_out() -> None:
-    never = {**_row(), "state": "not started", "reason": "the job was never started", "last_batch_time": None,
-             "batch_id": None, "recent_text": "not started", "lag": {}}  # fmt: skip
-    failed = {**_row("bad"), "quality": "bad enriched 2026-11-23: FAILED; blocking: match_rate",
-              "quality_verdict": "FAILED"}  # fmt: skip
+    never = job_view(
+        "new", status=None, driver=None, supervisor=SupervisorRecord(), failure=None, history=[], alive=False,
+        stopped=False, latest={"clicks-topic": {0: 12}}, planned=None, policy=Policy(), now=NOW,
+    )  # fmt: skip
+    failed = _view("bad", quality="bad enriched 2026-11-23: FAILED; blocking: match_rate", quality_verdict="FAILED")
     page = render_jobs([never, failed], "/streamjoin/jobs")
     assert "batch None" not in page and "<td class='last-batch'>not started</td>" in page
     assert "<td class='state not-started' title='the job was never started'>not started</td>" in page
+    assert "<td class='rate'>not started</td>" in page and "<td class='lag'>-</td>" in page  # no lag of its own
     assert "<span class='quality failed'>bad enriched 2026-11-23: FAILED; blocking: match_rate</span>" in page
     assert ".quality.failed{color:#fff;background:#c00" in page
-    one = render_job(JobPage(row=never, status={}, history=[], now=1e9, restarts=[], links=[],
-                             jobs_url="/streamjoin/jobs", csrf=""))  # fmt: skip
+    one = render_job(JobPage(view=never, history=[], now=NOW, links=[], jobs_url="/streamjoin/jobs", csrf=""))
     assert "<tr id='summary-last-batch'><th>Last batch</th><td>not started</td></tr>" in one
+    assert "<tr id='summary-dead-letters'><th>Dead letters</th><td>-</td></tr>" in one
 
 
 def test_a_pipeline_page_has_its_charts_links_and_action_forms() -> None:
-    now = 1_800_000_000.0
-    history = [{"t": now - 600 + 60 * i, "batch_id": i, "run_id": "r", "input_records": 10 * i, "input_rps": float(i),
-                "processed_rps": 2.0 * i, "duration_ms": 900, "lag": 100 - 10 * i, "state_bytes": 4096,
-                "dead_letters": 1} for i in range(8)]  # fmt: skip
+    now = NOW
+    history = _entries(*({"t": now - 600 + 60 * i, "batch_id": i, "run_id": "r", "input_records": 10 * i,
+                          "input_rps": float(i), "processed_rps": 2.0 * i, "duration_ms": 900, "lag": 100 - 10 * i,
+                          "state_bytes": 4096, "dead_letters": 1} for i in range(8)))  # fmt: skip
     page = render_job(JobPage(
-        row=_row(), status={"num_input_rows": 70, "batch_duration_ms": 900, "state_bytes": 4096, "dead_letters": 1,
-                            "totals": {"dead_letters": 8}},
-        history=history, now=now, restarts=[now - 300],
+        view=_view(), history=history, now=now,
         links=[Link("dag-runs", "Runs", "/dags/streamjoin_clicks/runs"),
                Link("spark-ui", "Spark UI", None, "not running"),
                Link("spark", "Spark UI", "http://driver:4040", kind="external"),
@@ -169,7 +191,17 @@ def test_a_pipeline_page_has_its_charts_links_and_action_forms() -> None:
     assert page.count("<input type='hidden' name='csrf' value='tok&#x27;en'>") == 3
     assert "max='2027-01-14'" in page  # the reprocessed day: yesterday at most (UTC)
     assert "manual__&lt;x&gt;" in page and "the DAG is paused" in page
-    assert "4.0 KiB" in page and "8 since the query started" in page
+    assert "<td>2026-11-24T10:00:00 (batch 7, 70 rows in 0.9 s)</td>" in page
+    assert "4.0 KiB" in page and "1 in the last batch, 8 since the query started" in page
+    assert "60 in the last batch, 600 since the query started" in page  # join results
+    assert "summary-failure" not in page  # nothing failed
+
+
+def test_a_failed_job_s_page_names_the_cause() -> None:
+    view = _view(state="failed", reason="crash loop", failure="KafkaUnavailableError: broker <down>")
+    page = render_job(JobPage(view=view, history=[], now=NOW, links=[], jobs_url="/streamjoin/jobs", csrf=""))
+    assert "<span class='state failed'>failed</span> (crash loop)" in page
+    assert "<tr id='summary-failure'><th>Why it stopped</th><td>KafkaUnavailableError: broker &lt;down&gt;</td>" in page
 
 
 def test_actions_become_runs_of_the_stop_redeploy_and_reprocess_dags() -> None:

@@ -14,35 +14,26 @@ import logging
 import os
 import signal
 import subprocess
-import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from streamjoin.core.errors import SparkSubmitError
-from streamjoin.core.job_files import PipelineFiles
-from streamjoin.core.launch import ClusterManager, SparkTarget, cluster_manager
+from streamjoin.core.job_files import DriverRecord, PipelineFiles
+from streamjoin.core.launch import ClusterManager, SparkTarget, Standalone, cluster_manager
 from streamjoin.core.plans import SubmitPlan
 
 log = logging.getLogger(__name__)
 
 
 def spark_target(conn_id: str) -> SparkTarget:
-    """The Spark connection as a :class:`SparkTarget`: ``host`` is the master URL (``local[2]``,
-    ``spark://h:7077``, ``yarn``, ``k8s://https://h:443``; none: ``local[*]``) or the connection type is its
-    scheme; a port is appended (the Spark provider's rule); ``extra``
-    may give ``deploy-mode``, ``queue``, ``namespace`` and ``spark-binary``."""
-    from airflow.sdk import BaseHook
+    """The Spark connection as a :class:`SparkTarget`, as the Spark provider's hook reads it (its one reading:
+    ``host`` is the master URL, ``local[2]``, ``spark://h:7077``, ``yarn``, ``k8s://https://h:443``, or the
+    connection type is its scheme; a port is appended; ``extra`` may give ``deploy-mode``, ``queue``,
+    ``namespace``, ``spark-binary``, ``rest-port``). A ``spark`` connection without a host: ``local[*]``."""
+    from streamjoin.airflow.hooks.spark_submit import StreamJoinSparkSubmitHook
 
-    conn = BaseHook.get_connection(conn_id)
-    host = conn.host or ("local[*]" if conn.conn_type == "spark" else "")
-    master = host if conn.conn_type == "spark" and ("://" in host or not conn.port) else f"{conn.conn_type}://{host}"
-    if conn.port:
-        master = f"{master}:{conn.port}"
-    extra = conn.extra_dejson
-    return SparkTarget(
-        master=master, deploy_mode=extra.get("deploy-mode") or "client", queue=extra.get("queue"),
-        namespace=extra.get("namespace"), binary=extra.get("spark-binary") or "spark-submit",
-    )  # fmt: skip
+    return StreamJoinSparkSubmitHook(conn_id).target
 
 
 class SparkJobLauncher:
@@ -54,7 +45,12 @@ class SparkJobLauncher:
         self._process: subprocess.Popen[bytes] | None = None
 
     def command(self) -> list[str]:
-        return self.manager.command(self.plan)
+        """The plan's command; an attached run on a standalone cluster in cluster mode waits for the driver to
+        end (spark-submit returns once it is submitted otherwise)."""
+        plan = self.plan
+        if isinstance(self.manager, Standalone) and not self.manager.driver_is_local:
+            plan = replace(plan, conf={**plan.conf, "spark.standalone.submit.waitAppCompletion": "true"})
+        return self.manager.command(plan)
 
     def _env(self) -> dict[str, str]:
         return {**os.environ, **self.manager.env(self.plan)}
@@ -88,7 +84,7 @@ class SparkJobLauncher:
         if code != 0:
             raise SparkSubmitError(self.plan.name, code, "\n".join(last))
 
-    def start_detached(self, files: PipelineFiles, logger: Any = log) -> dict[str, Any]:
+    def start_detached(self, files: PipelineFiles, logger: Any = log) -> DriverRecord:
         """Start the driver in its own session, output to ``<checkpoint>/driver.log``; returns the driver record.
 
         :raises ValueError: the deploy mode puts the driver on the cluster (this host could not watch it)
@@ -117,35 +113,22 @@ class SparkJobLauncher:
     def kill(self) -> None:
         """Stop an attached run (``on_kill``): SIGTERM to its process group, SIGKILL after 10 s."""
         if self._process is not None and self._process.poll() is None:
-            _signal_group(self._process.pid, signal.SIGTERM)
+            signal_group(self._process.pid, signal.SIGTERM)
             try:
                 self._process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                _signal_group(self._process.pid, signal.SIGKILL)
+                signal_group(self._process.pid, signal.SIGKILL)
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
+def signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
 
 def stop_driver(files: PipelineFiles, logger: Any = log, timeout: float = 60.0) -> bool:
-    """Stop the detached driver: the stop marker (it stops after its current batch), then SIGTERM, then
-    SIGKILL to its process group. True when a driver was running. Blocking: triggers run it in a thread."""
-    driver = files.driver()
-    if not driver or not files.driver_alive():
-        return False
-    files.request_stop()
-    deadline = time.monotonic() + timeout
-    while files.driver_alive() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if not files.driver_alive():
-            break
-        logger.warning("%s did not stop in %.0f s: sending %s", driver.get("name"), timeout, sig.name)
-        _signal_group(int(driver["pgid"]), sig)
-        grace = time.monotonic() + 10
-        while files.driver_alive() and time.monotonic() < grace:
-            time.sleep(0.5)
-    files.clear_stop()
-    return True
+    """Stop the driver ``driver.json`` records, wherever it runs (:func:`streamjoin.airflow.lifecycle.adopt`):
+    the stop marker (it stops after its current batch), then a kill after ``timeout``. True when a driver was
+    running. Blocking: triggers run it in a thread."""
+    from streamjoin.airflow.lifecycle import adopt
+
+    return adopt(files).stop(logger, timeout)

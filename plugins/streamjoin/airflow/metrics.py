@@ -22,6 +22,7 @@ from datetime import timedelta
 from types import ModuleType
 from typing import Any
 
+from streamjoin.core.job_files import JobStatus
 from streamjoin.core.metrics import Sample, samples
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ def emit(all_samples: Iterable[Sample], stats: ModuleType | None = None, legacy:
 
 def publish(
     pipeline: str,
-    status: Mapping[str, Any] | None,
+    status: JobStatus | None,
     latest: Mapping[str, Mapping[Any, int]] | None = None,
     restarts: int | None = None,
 ) -> int:
@@ -83,8 +84,8 @@ def publish(
     try:
         stats = airflow_stats()
         count = emit(samples(pipeline, status, latest, restarts), stats)
-        batch, duration = (status or {}).get("batch_id"), (status or {}).get("batch_duration_ms")
-        if isinstance(batch, int) and isinstance(duration, int | float) and _timed.get(pipeline) != batch:
+        batch, duration = (status.batch_id, status.duration_ms) if status else (None, None)
+        if batch is not None and duration is not None and _timed.get(pipeline) != batch:
             _timed[pipeline] = batch
             dt = timedelta(milliseconds=duration)
             stats.timing(f"{PREFIX}.batch_duration", dt, tags={"pipeline": pipeline})

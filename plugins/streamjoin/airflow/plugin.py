@@ -46,12 +46,12 @@ from streamjoin.airflow.quality_status import quality_status
 from streamjoin.airflow.status_page import REFRESH_SECONDS, JobPage, Link, render_job, render_jobs
 from streamjoin.airflow.ui_paths import DATA_DOCS_PATH, PREFIX
 from streamjoin.core.job_files import PipelineFiles
-from streamjoin.core.job_history import breaks, recent, series
 from streamjoin.core.metrics import Sample, prometheus_text, samples
 from streamjoin.core.plans import checkpoint_dir, pipeline_dag_ids, resolve
 from streamjoin.core.repartition import join_view
 from streamjoin.core.spec import PipelineSpec, load_spec
-from streamjoin.core.supervision import Policy, observe
+from streamjoin.core.status_view import JobView, job_view
+from streamjoin.core.supervision import Policy
 from streamjoin.kafka.client_config import KafkaClientConfig
 
 KAFKA_CONN_ID = "streamjoin_kafka_default"
@@ -59,8 +59,6 @@ KAFKA_CONN_ID = "streamjoin_kafka_default"
 HISTORY_HOURS = 6.0
 #: the task of a pipeline's DAG that owns the job (dag_factory.pipeline_dag): its logs are the job's
 OWNER_TASK = "own_job"
-#: the state of a pipeline whose job never ran (no driver, no status)
-NOT_STARTED = "not started"
 
 
 def _kafka() -> KafkaClientConfig | None:
@@ -102,58 +100,47 @@ def _pipelines(
             yield spec, PipelineFiles(checkpoint_dir(spec)), kafka
 
 
-def _row(
-    spec: PipelineSpec, files: PipelineFiles, kafka: KafkaClientConfig | None, now: float
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A pipeline's row (state, last batch, input rate of the last minutes or the batch in progress, lag,
-    restarts, quality of the day that changed last) and its history of the last :data:`HISTORY_HOURS`."""
-    status, supervisor, driver = files.status(), files.supervisor(), files.driver() or {}
-    history = files.history.read(since=now - HISTORY_HOURS * 3600)
-    health = observe(files, _latest(kafka, spec), now, Policy())
-    lags = health.lag
-    started = bool(driver) or status is not None
-    if not started:
-        state = NOT_STARTED
-    elif supervisor.get("gave_up_at") and not files.driver_alive():  # a crash loop: the owner gave up
-        state = "failed"
-    else:
-        state = health.state.value
+def _alive(files: PipelineFiles) -> bool:
+    """The recorded driver runs, as the owner sees it (a local pid, or its cluster manager asked): a driver
+    whose master does not answer counts as running, as it does for the owner; False when the record cannot
+    be followed at all (its Spark connection changed or is gone)."""
+    from streamjoin.airflow.lifecycle import driver_alive
+
+    try:
+        return driver_alive(files)
+    except Exception:
+        return False
+
+
+def _view(spec: PipelineSpec, files: PipelineFiles, kafka: KafkaClientConfig | None, now: float) -> JobView:
+    """A pipeline's view (:func:`streamjoin.core.status_view.job_view`) from its job files, the input topics'
+    end offsets and the last quality check, judged by the owner's policy (the one it recorded, else the
+    pipeline DAG's); its history: that of the last :data:`HISTORY_HOURS`."""
+    from streamjoin.airflow.dag_factory import OWNER_POLICY
+
+    supervisor, alive = files.supervisor(), _alive(files)
     quality = quality_status(resolve(spec.output.files.path)) if spec.output.files else None
-    activity = recent(history, now)
-    running = state in ("healthy", "lagging", "starting")
-    planned = files.batch_in_progress() if running else None
-    in_progress = None if planned is None else (planned[0], max(0.0, now - planned[1]))
-    row = {
-        "pipeline": spec.name, "state": state, "reason": health.reason if started else "the job was never started",
-        "last_batch_time": (status or {}).get("last_batch_time"), "batch_id": (status or {}).get("batch_id"),
-        "input_rows_per_second": (status or {}).get("input_rows_per_second"),
-        "processed_rows_per_second": (status or {}).get("processed_rows_per_second"),
-        "recent": {"seconds": activity.seconds, "batches": activity.batches, "records": activity.records,
-                   "rows_per_second": activity.rows_per_second},
-        "recent_text": (activity.text(sum(lags.values()) if lags else None, running, in_progress) if started
-                        else NOT_STARTED),
-        "in_progress": None if in_progress is None else {"batch_id": in_progress[0], "seconds": in_progress[1]},
-        # a job that never ran has no lag of its own (the records on its topics are not behind anything yet)
-        "lag": lags if started else {}, "restarts": len(supervisor.get("restarts", [])),
-        "quality": None if quality is None else quality.text,
-        "quality_verdict": None if quality is None else quality.verdict,
-    }  # fmt: skip
-    return row, history
+    return job_view(
+        spec.name, status=files.status(), driver=files.driver(), supervisor=supervisor, failure=files.failure(),
+        history=files.history.read(since=now - HISTORY_HOURS * 3600), alive=alive,
+        stopped=files.stopped_on_purpose(), latest=_latest(kafka, spec), planned=files.batch_in_progress(),
+        policy=Policy.from_json(supervisor.policy, OWNER_POLICY), now=now,
+        quality=None if quality is None else (quality.text, quality.verdict),
+    )  # fmt: skip
 
 
 def job_rows(spec_paths: list[str] | None = None, *, allowed: Callable[[str], bool] = bool) -> list[dict[str, Any]]:
-    """One row per pipeline spec for the page and the JSON endpoint; only pipelines whose name ``allowed``
-    accepts (the caller's read access), so nothing of the others is even read."""
+    """One row per pipeline spec for the JSON endpoint (:meth:`JobView.to_json`); only pipelines whose name
+    ``allowed`` accepts (the caller's read access), so nothing of the others is even read."""
     now = time.time()
-    return [_row(spec, files, kafka, now)[0] for spec, files, kafka in _pipelines(spec_paths, allowed)]
+    return [_view(spec, files, kafka, now).to_json() for spec, files, kafka in _pipelines(spec_paths, allowed)]
 
 
 def metric_samples(spec_paths: list[str] | None = None, *, allowed: Callable[[str], bool] = bool) -> list[Sample]:
     """The metrics of every pipeline ``allowed`` accepts (:func:`streamjoin.core.metrics.samples`)."""
     out: list[Sample] = []
     for spec, files, kafka in _pipelines(spec_paths, allowed):
-        restarts = len(files.supervisor().get("restarts", []))
-        out += samples(spec.name, files.status(), _latest(kafka, spec), restarts)
+        out += samples(spec.name, files.status(), _latest(kafka, spec), len(files.supervisor().restarts))
     return out
 
 
@@ -223,12 +210,8 @@ Refresh = Annotated[int, Query(ge=0, le=3600)]
 @app.get("/jobs", response_class=HTMLResponse)
 def jobs_page(user: GetUserDep, refresh: Refresh = REFRESH_SECONDS) -> str:
     now = time.time()
-    rows = []
-    for spec, files, kafka in _pipelines(None, readable_by(user)):
-        row, history = _row(spec, files, kafka, now)
-        hour = [e for e in history if now - e["t"] <= 3600]
-        rows.append({**row, "trend": series(hour, "input_rps"), "trend_breaks": breaks(hour)})
-    return render_jobs(rows, _jobs_url(), refresh)
+    views = [_view(spec, files, kafka, now) for spec, files, kafka in _pipelines(None, readable_by(user))]
+    return render_jobs(views, _jobs_url(), refresh)
 
 
 @app.get("/api/jobs")
@@ -240,7 +223,7 @@ def jobs_json(user: GetUserDep) -> list[dict[str, Any]]:
 def job_json(pipeline: Pipeline, user: GetUserDep) -> dict[str, Any]:
     """One pipeline's row: 404 if there is no such pipeline, 403 if the user may not read its DAGs."""
     _readable(user, pipeline)
-    return _row(*_one(pipeline), time.time())[0]
+    return _view(*_one(pipeline), time.time()).to_json()
 
 
 @app.get("/api/jobs/{pipeline}/history")
@@ -249,7 +232,7 @@ def job_history_json(
 ) -> list[dict[str, Any]]:
     """The job's history entries of the last ``hours`` (as far as the job keeps them), oldest first."""
     _readable(user, pipeline)
-    return _one(pipeline)[1].history.read(since=time.time() - hours * 3600)
+    return [e.to_json() for e in _one(pipeline)[1].history.read(since=time.time() - hours * 3600)]
 
 
 def _latest_run(dag_id: str) -> str | None:
@@ -305,13 +288,13 @@ def _data_docs(spec: PipelineSpec) -> Link:
     return Link("data-docs", "Last Data Docs", None, url)
 
 
-def _links(spec: PipelineSpec, status: dict[str, Any], alive: bool) -> list[Link]:
+def _links(spec: PipelineSpec, view: JobView) -> list[Link]:
     root = _root()
     owner_dag, backfill_dag = pipeline_dag_ids(spec.name)
     run = _latest_run(owner_dag)
     logs = (f"{root}dags/{owner_dag}/runs/{quote(run, safe='')}/tasks/{OWNER_TASK}" if run
             else f"{root}dags/{owner_dag}/tasks/{OWNER_TASK}")  # fmt: skip
-    spark_ui = status.get("spark_ui")
+    spark_ui, alive = view.spark_ui, view.alive
     return [
         Link("dag-runs", "Runs of the pipeline's DAG", f"{root}dags/{owner_dag}/runs"),
         Link("task-logs", "The job owner's task logs", logs, "(latest run)" if run else "(no run yet)"),
@@ -340,8 +323,7 @@ def job_page(
     _readable(user, pipeline)
     spec, files, kafka = _one(pipeline)
     now = time.time()
-    row, history = _row(spec, files, kafka, now)
-    status = files.status() or {}
+    view = _view(spec, files, kafka, now)
     done = None
     if triggered is not None and triggered in ACTION_DAGS.values() and run:
         from airflow.models.dag import DagModel
@@ -351,8 +333,8 @@ def job_page(
         done = (triggered, run, href, bool(model and model.is_paused))
     cookie = request.cookies.get(COOKIE_NAME_JWT_TOKEN)
     page = JobPage(
-        row=row, status=status, history=history, now=now, restarts=files.supervisor().get("restarts", []),
-        links=_links(spec, status, files.driver_alive()), jobs_url=_jobs_url(),
+        view=view, history=files.history.read(since=now - HISTORY_HOURS * 3600), now=now,
+        links=_links(spec, view), jobs_url=_jobs_url(),
         csrf=csrf_token(cookie) if cookie else "", triggered=done, hours=HISTORY_HOURS, refresh=refresh,
     )  # fmt: skip
     return render_job(page)

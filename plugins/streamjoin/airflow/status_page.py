@@ -1,7 +1,8 @@
-"""The HTML of the Stream jobs pages (the list and one pipeline's page), from data the plugin gathered
-(:mod:`streamjoin.airflow.plugin`). Plain HTML with inline SVG charts (:mod:`streamjoin.core.charts`) and one
-small inline script (:data:`SCRIPT`: links out of Airflow's frame, auto refresh); nothing loaded from
-elsewhere. Every value is escaped.
+"""The HTML of the Stream jobs pages (the list and one pipeline's page), rendered from each pipeline's view
+(:class:`~streamjoin.core.status_view.JobView`, built in core from the job's records; gathered by
+:mod:`streamjoin.airflow.plugin`): nothing here judges the job. Plain HTML with inline SVG charts
+(:mod:`streamjoin.core.charts`) and one small inline script (:data:`SCRIPT`: links out of Airflow's frame, auto
+refresh); nothing loaded from elsewhere. Every value is escaped.
 
 Airflow 3.3 shows plugin pages in an iframe sandboxed with ``allow-scripts allow-same-origin allow-forms
 allow-downloads``: no ``allow-top-navigation`` and no ``allow-popups``, so a plain ``target="_top"`` or
@@ -21,7 +22,9 @@ from typing import Any
 from urllib.parse import quote
 
 from streamjoin.core.charts import Series, line_chart, sparkline
+from streamjoin.core.job_files import HistoryEntry
 from streamjoin.core.job_history import breaks, job_starts, series
+from streamjoin.core.status_view import NOT_STARTED, JobView
 
 STYLE = (
     "body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
@@ -73,20 +76,19 @@ def _page(title: str, body: str, refresh: int = REFRESH_SECONDS) -> str:
             f"<script>{SCRIPT}</script></body></html>")  # fmt: skip
 
 
-def _last_batch(r: Mapping[str, Any], more: str = "") -> str:
+def _last_batch(v: JobView, more: str = "") -> str:
     """``<time> (batch N<more>)``; "not started" or "-" without a batch."""
-    if r["batch_id"] is None:
-        return "not started" if r["state"] == "not started" else "-"
-    return f"{escape(str(r['last_batch_time'] or '-'))} (batch {r['batch_id']}{more})"
+    if v.batch_id is None:
+        return NOT_STARTED if v.state == NOT_STARTED else "-"
+    return f"{escape(str(v.last_batch_time or '-'))} (batch {v.batch_id}{more})"
 
 
-def _quality(r: Mapping[str, Any]) -> str:
+def _quality(v: JobView) -> str:
     """The last quality check; FAILED in red, an unchecked day in amber."""
-    if not r.get("quality"):
+    if not v.quality:
         return "<span class='quality none'>no check yet</span>"
-    verdict = str(r.get("quality_verdict") or "")
-    css = {"FAILED": "failed", "not checked": "not-checked", "passed": "passed"}.get(verdict, "")
-    return f"<span class='quality {css}'>{escape(r['quality'])}</span>"
+    css = {"FAILED": "failed", "not checked": "not-checked", "passed": "passed"}.get(v.quality_verdict or "", "")
+    return f"<span class='quality {css}'>{escape(v.quality)}</span>"
 
 
 def _lag(lag: Mapping[str, int]) -> str:
@@ -116,19 +118,18 @@ def _css(state: str) -> str:
     return escape(state.replace(" ", "-"))
 
 
-def render_jobs(rows: Sequence[Mapping[str, Any]], jobs_url: str, refresh: int = REFRESH_SECONDS) -> str:
-    """The list: one row per pipeline (``rows`` of ``job_rows``, each with ``recent_text``, ``trend`` points
-    and ``trend_breaks``), the name linking to ``{jobs_url}/{pipeline}``."""
+def render_jobs(views: Sequence[JobView], jobs_url: str, refresh: int = REFRESH_SECONDS) -> str:
+    """The list: one row per pipeline, the name linking to ``{jobs_url}/{pipeline}``."""
     body = "".join(
-        f"<tr data-pipeline='{escape(r['pipeline'])}'><td><a class='detail' href='{escape(jobs_url)}/"
-        f"{quote(r['pipeline'])}'>{escape(r['pipeline'])}</a></td>"
-        f"<td class='state {_css(r['state'])}' title='{escape(r['reason'])}'>{escape(r['state'])}</td>"
-        f"<td class='last-batch'>{_last_batch(r)}</td>"
-        f"<td class='rate'>{escape(r['recent_text'])}</td>"
-        f"<td class='trend'>{sparkline(r['trend'], breaks=r.get('trend_breaks', ()))}</td>"
-        f"<td class='lag'>{_lag(r['lag'])}</td><td class='restarts'>{r['restarts']}</td>"
-        f"<td class='quality-cell'>{_quality(r)}</td></tr>"
-        for r in rows
+        f"<tr data-pipeline='{escape(v.pipeline)}'><td><a class='detail' href='{escape(jobs_url)}/"
+        f"{quote(v.pipeline)}'>{escape(v.pipeline)}</a></td>"
+        f"<td class='state {_css(v.state)}' title='{escape(v.reason)}'>{escape(v.state)}</td>"
+        f"<td class='last-batch'>{_last_batch(v)}</td>"
+        f"<td class='rate'>{escape(v.recent_text)}</td>"
+        f"<td class='trend'>{sparkline(list(v.trend), breaks=v.trend_breaks)}</td>"
+        f"<td class='lag'>{_lag(v.lag)}</td><td class='restarts'>{len(v.restarts)}</td>"
+        f"<td class='quality-cell'>{_quality(v)}</td></tr>"
+        for v in views
     )  # fmt: skip
     head = ("<tr><th>Pipeline</th><th>State</th><th>Last batch</th><th>Input rate</th><th>Last hour</th>"
             "<th>Lag per topic</th><th>Restarts</th><th>Last quality check</th></tr>")  # fmt: skip
@@ -158,13 +159,11 @@ class Link:
 
 @dataclass(frozen=True)
 class JobPage:
-    """What one pipeline's page shows."""
+    """What one pipeline's page shows: its view, the history its charts plot, links, the actions' form."""
 
-    row: Mapping[str, Any]
-    status: Mapping[str, Any]
-    history: Sequence[Mapping[str, Any]]
+    view: JobView
+    history: Sequence[HistoryEntry]
     now: float
-    restarts: Sequence[float]
     links: Sequence[Link]
     jobs_url: str
     csrf: str
@@ -174,10 +173,10 @@ class JobPage:
     refresh: int = REFRESH_SECONDS
 
 
-def charts(history: Sequence[Mapping[str, Any]], now: float, hours: float, restarts: Sequence[float]) -> list[str]:
+def charts(history: Sequence[HistoryEntry], now: float, hours: float, restarts: Sequence[float]) -> list[str]:
     """The page's charts over the history of the last ``hours`` (from its first entry if later): rates, lag,
     batch duration, state size, dead letters; job starts and the owner's restarts as markers."""
-    start = max(now - hours * 3600, min((float(e["t"]) for e in history), default=now - 3600) - 1)
+    start = max(now - hours * 3600, min((e.t for e in history), default=now - 3600) - 1)
     marks = [(t, "job started") for t in job_starts(history)] + [(t, "restarted by its owner") for t in restarts]
     gaps = breaks(history)
 
@@ -197,28 +196,30 @@ def charts(history: Sequence[Mapping[str, Any]], now: float, hours: float, resta
 
 def render_job(page: JobPage) -> str:
     """One pipeline's page: summary, links, charts, actions."""
-    r, s = page.row, page.status
-    name = str(r["pipeline"])
-    totals = s.get("totals") or {}
-    restarts = escape(", ".join(_when(t) for t in page.restarts[-5:]))
-    seconds = s.get("batch_duration_ms")
-    took = f" in {seconds / 1000:,.1f} s" if isinstance(seconds, int | float) else ""
-    last = _last_batch(r, f", {escape(str(s.get('num_input_rows', '-')))} rows{took}")
+    v = page.view
+    name = v.pipeline
+    restarts = escape(", ".join(_when(t) for t in v.restarts[-5:]))
+    took = "" if v.duration_ms is None else f" in {v.duration_ms / 1000:,.1f} s"
+    batch = v.batch_id is not None
+    last = _last_batch(v, f", {v.last_batch.input_records:,} rows{took}")
+    dead = (f"{v.last_batch.dead_letters:,} in the last batch, {v.totals.dead_letters:,} since the query started"
+            if batch else "-")  # fmt: skip
     summary = [
-        ("state", "State", f"<span class='state {_css(r['state'])}'>{escape(r['state'])}</span> "
-                           f"({escape(r['reason'])})"),
+        ("state", "State", f"<span class='state {_css(v.state)}'>{escape(v.state)}</span> ({escape(v.reason)})"),
         ("last-batch", "Last batch", last),
-        ("rate", "Input rate", escape(r["recent_text"])),
-        ("batch-rates", "Last batch rates", f"{_num(r['input_rows_per_second'])} rows/s in, "
-                                      f"{_num(r['processed_rows_per_second'])} rows/s processed"),
-        ("lag", "Lag per topic", _lag(r["lag"])),
-        ("state-size", "State size", _bytes(s.get("state_bytes"))),
-        ("dead-letters", "Dead letters", f"{s.get('dead_letters', '-')} in the last batch, "
-                                         f"{totals.get('dead_letters', '-')} since the query started"),
-        ("restarts", "Restarts by its owner", f"{r['restarts']}" + (f" (last: {restarts})" if restarts else "")),
+        ("rate", "Input rate", escape(v.recent_text)),
+        ("batch-rates", "Last batch rates", f"{_num(v.input_rps)} rows/s in, {_num(v.processed_rps)} rows/s processed"),
+        ("lag", "Lag per topic", _lag(v.lag)),
+        ("state-size", "State size", _bytes(v.last_batch.state_bytes)),
+        ("output", "Join results", f"{v.last_batch.output_records:,} in the last batch, "
+                                   f"{v.totals.output_records:,} since the query started" if batch else "-"),
+        ("dead-letters", "Dead letters", dead),
+        ("restarts", "Restarts by its owner", f"{len(v.restarts)}" + (f" (last: {restarts})" if restarts else "")),
         ("starts", "Job (re)starts after the first, last 6 h", str(len(job_starts(page.history)))),
-        ("quality", "Last quality check", _quality(r)),
+        ("quality", "Last quality check", _quality(v)),
     ]  # fmt: skip
+    if v.failure:
+        summary.insert(1, ("failure", "Why it stopped", escape(v.failure)))
     table = "".join(f"<tr id='summary-{k}'><th>{escape(label)}</th><td>{v}</td></tr>" for k, label, v in summary)
     links = "".join(
         f"<li>{escape(link.label)}: <a id='link-{escape(link.key)}' href='{escape(link.href)}' "
@@ -246,7 +247,7 @@ def render_job(page: JobPage) -> str:
         f"<label>Day (UTC) <input id='reprocess-day' type='date' name='day' max='{yesterday}' value='{yesterday}' "
         "required></label> <button id='action-reprocess' type='submit'>Reprocess day</button></form>"
     )  # fmt: skip
-    plots = "".join(charts(page.history, page.now, page.hours, page.restarts))
+    plots = "".join(charts(page.history, page.now, page.hours, v.restarts))
     body = (
         f"<p><a id='all-jobs' href='{escape(page.jobs_url)}'>Stream jobs</a></p><h2>{escape(name)}</h2>{notice}"
         f"<table id='summary'>{table}</table><h3>Links</h3><ul class='links'>{links}</ul>"

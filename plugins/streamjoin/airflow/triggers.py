@@ -20,13 +20,13 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from streamjoin.airflow.metrics import publish
-from streamjoin.core.job_files import PipelineFiles
+from streamjoin.core.job_files import PipelineFiles, WatchEvent
 from streamjoin.core.supervision import Health, Policy, observe, watch_step
 
 
 class StreamJobTrigger(BaseTrigger):
     """Fires once the job died, was stopped or redeployed, lags beyond the policy's grace, or ``watch_until``
-    (epoch s) passed.
+    (epoch s) passed; the event's payload is a :class:`~streamjoin.core.job_files.WatchEvent`.
 
     :param checkpoint: the pipeline's checkpoint folder (its job files)
     :param topics: the input topics (lag)
@@ -80,10 +80,13 @@ class StreamJobTrigger(BaseTrigger):
             return {}
 
     def _observe(self) -> tuple[Health, str]:
+        from streamjoin.airflow.lifecycle import driver_alive
+
         files = self.files
-        latest = self._latest() if files.driver_alive() else {}
-        publish(Path(self.checkpoint).name, files.status(), latest, len(files.supervisor().get("restarts", [])))
-        return observe(files, latest, time.time(), Policy(**self.policy)), files.intent()
+        alive = driver_alive(files)  # a local pid, or the cluster manager asked (cluster deploy mode)
+        latest = self._latest() if alive else {}
+        publish(Path(self.checkpoint).name, files.status(), latest, len(files.supervisor().restarts))
+        return observe(files, latest, time.time(), Policy(**self.policy), alive=alive), files.intent()
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         policy = Policy(**self.policy)
@@ -97,10 +100,8 @@ class StreamJobTrigger(BaseTrigger):
             )  # fmt: skip
             if event is not None:
                 self.log.info("%s: %s (%s)", self.checkpoint, event.value, health.reason)
-                yield TriggerEvent(
-                    {"event": event.value, "state": health.state.value, "reason": health.reason, "lag": health.lag,
-                     "lagging_since": lagging_since, "at": now}
-                )  # fmt: skip
+                watched = WatchEvent(event.value, health.state.value, health.reason, health.lag, lagging_since, now)
+                yield TriggerEvent(watched.to_json())
                 return
             await asyncio.sleep(self.poll)
 

@@ -75,9 +75,12 @@ class StateLayoutError(StreamJoinError):
     def __init__(self, path: Any, version: int, found: Iterable[str], expected: Iterable[str], engine: str) -> None:
         self.path, self.version = str(path), version
         self.found, self.expected, self.engine = sorted(found), sorted(expected), engine
+        needs = ", ".join(self.expected) or "no state files"
+        if engine == "kernel":
+            needs += " (the kernel keeps its state in Spark's state store)"
         super().__init__(
             f"{path}: state version {version} holds {', '.join(self.found) or 'no state'} but this run (engine "
-            f"{engine!r}) needs {', '.join(self.expected) or 'no state'}: the state was written by another engine "
+            f"{engine!r}) needs {needs}: the state was written by another engine "
             "or release, or the spec changed. Run it as it was written (STREAMJOIN_ENGINE), or start over: move "
             "the checkpoint aside and reprocess from the topics (the stream restarts from its offsets policy)"
         )

@@ -1,12 +1,13 @@
-"""What the status page shows of a job's history (:class:`streamjoin.core.job_files.History` entries): series
+"""What the status page shows of a job's history (:class:`~streamjoin.core.job_files.HistoryEntry`): series
 to plot, the job's starts, and the recent rate. Pure: no Airflow, no Spark.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from streamjoin.core.job_files import HistoryEntry
 
 #: the window of the recent rate (seconds)
 RECENT_WINDOW = 300.0
@@ -18,37 +19,38 @@ QUIET_GAP = 150.0
 Point = tuple[float, float]
 
 
-def series(entries: Sequence[Mapping[str, Any]], field: str, scale: float = 1.0) -> list[Point]:
+def series(entries: Sequence[HistoryEntry], field: str, scale: float = 1.0) -> list[Point]:
     """``(t, value * scale)`` of every entry with a number in ``field``, in time order."""
     points = []
     for entry in entries:
-        value = entry.get(field)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            points.append((float(entry["t"]), float(value) * scale))
+        value = entry.value(field)
+        if value is not None:
+            points.append((entry.t, value * scale))
     return sorted(points)
 
 
-def job_starts(entries: Sequence[Mapping[str, Any]]) -> list[float]:
+def job_starts(entries: Sequence[HistoryEntry]) -> list[float]:
     """When a new run of the job (a start, restart or redeploy: a new ``run_id``) wrote its first entry,
     the first run excluded."""
     starts, previous = [], None
     for entry in entries:
-        run = entry.get("run_id")
+        run = entry.run_id
         if run is not None and previous is not None and run != previous:
-            starts.append(float(entry["t"]))
+            starts.append(entry.t)
         previous = run if run is not None else previous
     return starts
 
 
-def breaks(entries: Sequence[Mapping[str, Any]]) -> list[float]:
+def breaks(entries: Sequence[HistoryEntry]) -> list[float]:
     """When the job wrote again after a period with no job: a new run (``run_id``), or a silence longer
     than :data:`QUIET_GAP` plus the batch's own duration."""
-    out, previous = [], None
-    for entry in sorted(entries, key=lambda e: float(e["t"])):
-        t = float(entry["t"])
+    out: list[float] = []
+    previous: HistoryEntry | None = None
+    for entry in sorted(entries, key=lambda e: e.t):
+        t = entry.t
         if previous is not None:
-            run, before = entry.get("run_id"), previous.get("run_id")
-            silence = t - float(previous["t"]) - float(entry.get("duration_ms") or 0) / 1000
+            run, before = entry.run_id, previous.run_id
+            silence = t - previous.t - (entry.duration_ms or 0) / 1000
             if (run is not None and before is not None and run != before) or silence > QUIET_GAP:
                 out.append(t)
         previous = entry
@@ -86,13 +88,13 @@ class Recent:
         return f"no batch in the last {minutes}{waiting}{since}"
 
 
-def recent(entries: Sequence[Mapping[str, Any]], now: float, window: float = RECENT_WINDOW) -> Recent:
+def recent(entries: Sequence[HistoryEntry], now: float, window: float = RECENT_WINDOW) -> Recent:
     """The batches (entries with a ``batch_id``) of the last ``window`` seconds before ``now``."""
-    batches = [e for e in entries if e.get("batch_id") is not None]
-    inside = [e for e in batches if now - float(e["t"]) <= window]
-    last = max((float(e["t"]) for e in batches), default=None)
+    batches = [e for e in entries if e.batch_id is not None]
+    inside = [e for e in batches if now - e.t <= window]
+    last = max((e.t for e in batches), default=None)
     return Recent(
-        batches=len(inside), records=sum(int(e.get("input_records") or 0) for e in inside), seconds=window,
+        batches=len(inside), records=sum(e.input_records for e in inside), seconds=window,
         last_batch_age=None if last is None else max(0.0, now - last),
     )  # fmt: skip
 

@@ -9,7 +9,7 @@ process is started here (:mod:`streamjoin.airflow.launcher` does that).
 from __future__ import annotations
 
 from abc import ABC
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from streamjoin.core.plans import SubmitPlan
@@ -93,10 +93,48 @@ class Local(ClusterManager):
         return {"spark.pyspark.python": python, "spark.pyspark.driver.python": python} if python else {}
 
 
+#: the JVM main class spark-submit itself runs a Python application with (client mode)
+PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
+
+
 class Standalone(ClusterManager):
-    """``spark://host:port``: Spark's own cluster manager; the Pythons go as Spark properties."""
+    """``spark://host:port``: Spark's own cluster manager; the Pythons go as Spark properties.
+
+    In cluster deploy mode spark-submit refuses a Python application on a standalone master ("not supported
+    for python applications on standalone clusters"), so the driver is submitted as what client mode runs:
+    :data:`PYTHON_RUNNER` with the plan's first jar as the application jar and ``<script> <py-files> <args>``
+    as its arguments. The jars go on the driver's class path (``spark.driver.extraClassPath``) and the
+    py-files through ``spark.submit.pyFiles`` and ``--files``: the paths must exist on the workers (a shared
+    or identically provisioned file system; here, loopback).
+    """
 
     prefix = "spark://"
+
+    def _wrapped(self, plan: SubmitPlan) -> bool:
+        return not self.driver_is_local and plan.application.endswith(".py")
+
+    def conf(self, plan: SubmitPlan) -> dict[str, str]:
+        conf = super().conf(plan)
+        if self._wrapped(plan):
+            conf["spark.driver.extraClassPath"] = ":".join(plan.jars)
+            if plan.py_files:
+                conf["spark.submit.pyFiles"] = ",".join(plan.py_files)
+        return conf
+
+    def command(self, plan: SubmitPlan) -> list[str]:
+        """:raises ValueError: a Python application in cluster mode without a jar to submit it with"""
+        if not self._wrapped(plan):
+            return super().command(plan)
+        if not plan.jars:
+            raise ValueError(f"{plan.name}: a Python driver in standalone cluster mode is submitted with a jar; "
+                             "the plan has none")  # fmt: skip
+        args = [plan.application, ",".join(plan.py_files), *plan.application_args]
+        conf = plan.conf | self.conf(plan)  # the script's properties, not the runner plan's
+        runner = replace(plan, application=plan.jars[0], application_args=args, py_files=[], conf=conf)
+        command = super().command(runner)
+        at = command.index("--name") + 2
+        files = ["--files", ",".join(plan.py_files)] if plan.py_files else []
+        return [*command[:at], "--class", PYTHON_RUNNER, *files, *command[at:]]
 
 
 class Yarn(ClusterManager):

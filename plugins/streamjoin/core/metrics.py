@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from streamjoin.core.job_files import JobStatus
 from streamjoin.core.supervision import partition_lag
 
 PROMETHEUS_PREFIX = "streamjoin_"
@@ -34,16 +35,17 @@ class Sample:
         return dict(self.labels)
 
 
-#: name -> (status field or ``totals.<field>``, kind, scale, help)
+#: name -> (:class:`~streamjoin.core.job_files.JobStatus` field, ``counts.<field>`` or ``totals.<field>``, kind,
+#: scale, help)
 FIELDS: dict[str, tuple[str, Literal["gauge", "counter"], float, str]] = {
     "batch_id": ("batch_id", "gauge", 1, "Id of the last committed batch"),
-    "batch_input_records": ("num_input_rows", "gauge", 1, "Records read by the last batch"),
-    "input_records_per_second": ("input_rows_per_second", "gauge", 1, "Input rate of the last batch"),
-    "processed_records_per_second": ("processed_rows_per_second", "gauge", 1, "Processing rate of the last batch"),
-    "batch_duration_seconds": ("batch_duration_ms", "gauge", 0.001, "Duration of the last batch"),
-    "batch_dead_letters": ("dead_letters", "gauge", 1, "Records of the last batch sent to the dead-letter topic"),
-    "batch_output_records": ("output_records", "gauge", 1, "Join results of the last batch"),
-    "state_bytes": ("state_bytes", "gauge", 1, "Size on disk of the join state the last batch wrote"),
+    "batch_input_records": ("counts.input_records", "gauge", 1, "Records read by the last batch"),
+    "input_records_per_second": ("input_rps", "gauge", 1, "Input rate of the last batch"),
+    "processed_records_per_second": ("processed_rps", "gauge", 1, "Processing rate of the last batch"),
+    "batch_duration_seconds": ("duration_ms", "gauge", 0.001, "Duration of the last batch"),
+    "batch_dead_letters": ("counts.dead_letters", "gauge", 1, "Records of the last batch sent to dead letters"),
+    "batch_output_records": ("counts.output_records", "gauge", 1, "Join results of the last batch"),
+    "state_bytes": ("counts.state_bytes", "gauge", 1, "Size on disk of the join state the last batch wrote"),
     "input_records_total": ("totals.input_records", "counter", 1, "Records read by the query"),
     "dead_letters_total": ("totals.dead_letters", "counter", 1, "Records dropped (dead letters) by the query"),
     "output_records_total": ("totals.output_records", "counter", 1, "Join results written by the query"),
@@ -57,30 +59,29 @@ HELP = {name: text for name, (_, _, _, text) in FIELDS.items()} | {
 }
 
 
-def _field(status: Mapping[str, Any], path: str) -> Any:
+def _field(status: JobStatus, path: str) -> Any:
     value: Any = status
     for part in path.split("."):
-        value = value.get(part) if isinstance(value, Mapping) else None
+        value = getattr(value, part, None)
     return value
 
 
 def samples(
     pipeline: str,
-    status: Mapping[str, Any] | None,
+    status: JobStatus | None,
     latest: Mapping[str, Mapping[Any, int]] | None = None,
     restarts: int | None = None,
 ) -> list[Sample]:
     """The samples of ``pipeline`` from its status record (None: no batch yet), the input topics' end
     offsets (``{topic: {partition: offset}}``; lag is left out without them) and its owner's restart count."""
-    status = status or {}
     base = (("pipeline", pipeline),)
     out = []
     for name, (path, kind, scale, _) in FIELDS.items():
-        value = _field(status, path)
+        value = None if status is None else _field(status, path)
         if isinstance(value, bool) or not isinstance(value, int | float):
             continue
         out.append(Sample(name, value * scale if scale != 1 else value, base, kind))
-    for (topic, partition), n in sorted(partition_lag(latest or {}, status.get("end_offsets") or {}).items()):
+    for (topic, partition), n in sorted(partition_lag(latest or {}, status.end_offsets if status else {}).items()):
         out.append(Sample("lag_records", n, (*base, ("topic", topic), ("partition", str(partition)))))
     if restarts is not None:
         out.append(Sample("restarts_total", restarts, base, "counter"))

@@ -5,11 +5,11 @@ events the owner's trigger fires (:func:`watch_step`). Pure but for :func:`obser
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
-from streamjoin.core.job_files import PipelineFiles
+from streamjoin.core.job_files import JobStatus, PipelineFiles
 
 
 class State(StrEnum):
@@ -37,6 +37,18 @@ class Policy:
     window: float = 900.0
     backoff: float = 10.0
     backoff_max: float = 300.0
+
+    def to_json(self) -> dict[str, float]:
+        return {f.name: float(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None, default: Policy | None = None) -> Policy:
+        """The policy of ``data`` (a :class:`~streamjoin.core.job_files.SupervisorRecord`'s ``policy``):
+        unknown fields ignored, missing ones ``default``'s."""
+        base = default or cls()
+        known = {f.name: type(getattr(base, f.name)) for f in fields(cls)}
+        given = {k: known[k](v) for k, v in (data or {}).items() if k in known and isinstance(v, int | float)}
+        return replace(base, **given)
 
 
 def partition_lag(
@@ -76,7 +88,7 @@ def assess(
     *,
     alive: bool,
     stopped: bool,
-    status: Mapping[str, Any] | None,
+    status: JobStatus | None,
     started_at: float | None,
     lag_by_topic: Mapping[str, int],
     now: float,
@@ -86,7 +98,7 @@ def assess(
     lags = dict(lag_by_topic)
     if not alive:
         return Health(State.STOPPED if stopped else State.DEAD, "stopped on purpose" if stopped else "no driver", lags)
-    written = float(status["written_at"]) if status and "written_at" in status else None
+    written = status.written_at if status is not None else None
     if written is not None and started_at is not None and written < started_at:
         written = None  # a record of an earlier run
     if written is None:
@@ -100,7 +112,7 @@ def assess(
     total = sum(lags.values())
     if total > policy.lag_threshold:
         return Health(State.LAGGING, f"lag {total} > {policy.lag_threshold}", lags)
-    return Health(State.HEALTHY, f"batch {status.get('batch_id') if status else '?'}, lag {total}", lags)
+    return Health(State.HEALTHY, f"batch {status.batch_id if status else '?'}, lag {total}", lags)
 
 
 def restarts_in_window(restarts: Sequence[float], now: float, window: float) -> list[float]:
@@ -123,15 +135,18 @@ def lag_alert_due(lagging_since: float | None, now: float, policy: Policy) -> bo
     return lagging_since is not None and now - lagging_since >= policy.lag_grace
 
 
-def observe(files: PipelineFiles, latest: Mapping[str, Mapping[Any, int]], now: float, policy: Policy) -> Health:
+def observe(
+    files: PipelineFiles, latest: Mapping[str, Mapping[Any, int]], now: float, policy: Policy, *,
+    alive: bool | None = None,
+) -> Health:  # fmt: skip
     """The job's health from its files and the input topics' latest offsets (``{}`` when Kafka is not
-    answering: no lag is known then)."""
-    status = files.status()
-    driver = files.driver() or {}
+    answering: no lag is known then). ``alive``: whether the driver runs, as its cluster manager says
+    (:func:`streamjoin.airflow.lifecycle.driver_alive`); None: a local driver's pid says."""
+    status, driver = files.status(), files.driver()
     return assess(
-        alive=files.driver_alive(), stopped=files.stopped_on_purpose(), status=status,
-        started_at=driver.get("started_at"), lag_by_topic=lag(latest, (status or {}).get("end_offsets", {})),
-        now=now, policy=policy,
+        alive=files.driver_alive() if alive is None else alive, stopped=files.stopped_on_purpose(), status=status,
+        started_at=driver.started_at if driver else None,
+        lag_by_topic=lag(latest, status.end_offsets if status else {}), now=now, policy=policy,
     )  # fmt: skip
 
 

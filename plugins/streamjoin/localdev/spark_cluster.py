@@ -7,7 +7,8 @@ waits until the master's web UI JSON (``/json/``) lists an ALIVE worker.
 
 CLI::
 
-    python -m streamjoin.localdev.spark_cluster start|stop|status [--port 17077] [--webui-port 18080]
+    python -m streamjoin.localdev.spark_cluster start|stop|status [--port 17077] [--webui-port 18080] \
+        [--rest-port 16066] [--cores 1]
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ class SparkStandaloneCluster:
     :param webui_port: the master's web UI port (``http://127.0.0.1:<webui_port>/json/``)
     :param cores: cores the worker offers
     :param memory: memory the worker offers (``2g``)
+    :param rest_port: the master's REST submission server (``spark.master.rest.port``), off when None: what
+        ``spark-submit --status/--kill`` and the Spark provider's hook use for a cluster-mode driver
     """
 
     def __init__(
@@ -96,9 +99,10 @@ class SparkStandaloneCluster:
         *,
         cores: int = 1,
         memory: str = "2g",
+        rest_port: int | None = None,
     ) -> None:
         self.home, self.port, self.webui_port = Path(home), port, webui_port
-        self.cores, self.memory = cores, memory
+        self.cores, self.memory, self.rest_port = cores, memory, rest_port
 
     @property
     def master_url(self) -> str:
@@ -119,6 +123,8 @@ class SparkStandaloneCluster:
         classpath = f"{pyspark_home() / 'jars'}/*"
         base = [java, "-Xmx512m", "-cp", classpath]
         if role == "master":
+            if self.rest_port is not None:
+                base += ["-Dspark.master.rest.enabled=true", f"-Dspark.master.rest.port={self.rest_port}"]
             return [*base, MASTER_CLASS, "--host", HOST, "--port", str(self.port), "--webui-port", str(self.webui_port)]
         worker_ui = free_port()
         return [
@@ -166,8 +172,8 @@ class SparkStandaloneCluster:
         :raises SparkClusterError: a port is taken, a JVM exited, or no ALIVE worker within ``timeout``
         """
         self.home.mkdir(parents=True, exist_ok=True)
-        for port in (self.port, self.webui_port):
-            if not _port_free(port):
+        for port in (self.port, self.webui_port, self.rest_port):
+            if port is not None and not _port_free(port):
                 raise SparkClusterError(f"port {port} on {HOST} is already in use", self.home)
         deadline = time.monotonic() + timeout
         master = self._spawn("master")
@@ -233,8 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home", type=Path, default=DEFAULT_HOME)
     parser.add_argument("--port", type=int, default=17077)
     parser.add_argument("--webui-port", type=int, default=18080)
+    parser.add_argument("--rest-port", type=int, default=None, help="REST submission server (cluster deploy mode)")
+    parser.add_argument("--cores", type=int, default=1, help="the worker's cores (a cluster-mode driver takes one)")
     args = parser.parse_args(argv)
-    cluster = SparkStandaloneCluster(args.home, args.port, args.webui_port)
+    cluster = SparkStandaloneCluster(args.home, args.port, args.webui_port, cores=args.cores, rest_port=args.rest_port)
     if args.action == "start":
         cluster.start()
     elif args.action == "stop":

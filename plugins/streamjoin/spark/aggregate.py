@@ -37,8 +37,10 @@ class AggregateStep:
     in_order: bool = False
 
 
-def aggregate_stream(results: DataFrame, state: DataFrame, agg: Aggregate) -> AggregateStep:
-    """Running totals per group over the batch's join results in ``ORDER``, continuing from ``state``."""
+def staged_results(results: DataFrame, agg: Aggregate) -> DataFrame:
+    """The join results an aggregate reads: ``group`` (null for a rejected result), ``amount``, ``ts``, ``__sub``,
+    ``ORDER`` and ``__letter`` (a rejected result's key, value and reason; null for an accepted one). A
+    tombstone adds nothing."""
     amount = F.lit(1).cast("long") if agg.reduce is Reduce.COUNT else selector(agg.value, T.LongType())  # type: ignore[arg-type]
     projected = results.filter(~F.col("tomb_out")).select(
         "key",
@@ -53,7 +55,7 @@ def aggregate_stream(results: DataFrame, state: DataFrame, agg: Aggregate) -> Ag
     # a rejected result joins no group (its ``group`` is null, so sums never see its null amount) and carries
     # the join result for its dead letter; accepted rows carry nothing more than before
     letter = F.struct(F.col("key").alias("key"), F.col("value").alias("value"), reason.alias("reason"))
-    staged = projected.select(
+    return projected.select(
         F.when(reason.isNull(), F.col("group")).alias("group"),
         "amount",
         "ts",
@@ -61,6 +63,16 @@ def aggregate_stream(results: DataFrame, state: DataFrame, agg: Aggregate) -> Ag
         *ORDER,
         F.when(reason.isNotNull(), letter).alias("__letter"),
     )
+
+
+def rejected_results(staged: DataFrame) -> DataFrame:
+    """The dead-lettered rows of :func:`staged_results`: ``key, value, ts, reason, __partition, __offset``."""
+    return _letters(staged.filter(F.col("group").isNull()), F.col("ts"))
+
+
+def aggregate_stream(results: DataFrame, state: DataFrame, agg: Aggregate) -> AggregateStep:
+    """Running totals per group over the batch's join results in ``ORDER``, continuing from ``state``."""
+    staged = staged_results(results, agg)
     if agg.emit is Emit.PER_BATCH:
         return _aggregate_per_batch(staged, state)
     ordered = Window.partitionBy("group").orderBy(*ORDER, "__sub")

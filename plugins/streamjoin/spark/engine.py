@@ -19,7 +19,7 @@ from streamjoin.core.errors import SpecError
 from streamjoin.core.shapes import traits
 from streamjoin.core.spec import Format, Joiner, PipelineSpec
 from streamjoin.core.storage import Storage
-from streamjoin.spark.aggregate import AGG_STATE_SCHEMA, aggregate_stream
+from streamjoin.spark.aggregate import AGG_STATE_SCHEMA, aggregate_stream, rejected_results, staged_results
 from streamjoin.spark.events import (
     ORDER_STATE_SCHEMA,
     BatchSummary,
@@ -29,10 +29,12 @@ from streamjoin.spark.events import (
     partition_max_ts,
     rejected_records,
     summarize,
+    summary_from_text,
     with_batch_order,
     with_file_order,
 )
-from streamjoin.spark.kernel import KERNEL_STATE, join_stream_table, runs_on_kernel
+from streamjoin.spark.kernel import KERNEL_STATE, KernelResults, committed, join_stream_table, runs_on_kernel
+from streamjoin.spark.kernel import aggregate as kernel_aggregate
 from streamjoin.spark.projection import is_json_text, joined_value
 from streamjoin.spark.serde import spark_type
 from streamjoin.spark.shapes import spark_shape
@@ -61,9 +63,8 @@ def state_schemas(spec: PipelineSpec) -> dict[str, str]:
     ltype = spark_type(spec.left.value).simpleString()
     rtype = spark_type(spec.right.value).simpleString()
     if runs_on_kernel(spec):
-        schemas = {KERNEL_STATE: "kernel"}
-    else:
-        schemas = {"order": ORDER_STATE_SCHEMA} | spark_shape(spec).state_schemas(spec, ltype, rtype)
+        return {KERNEL_STATE: "kernel"}  # the join's and the aggregate's stores, in Spark's state store
+    schemas = {"order": ORDER_STATE_SCHEMA} | spark_shape(spec).state_schemas(spec, ltype, rtype)
     if spec.aggregate is not None:
         schemas["agg"] = AGG_STATE_SCHEMA
         if traits(spec.join.shape).table_result:
@@ -88,7 +89,8 @@ class BatchOutput:
     aggregates: DataFrame | None
     #: Kafka-shaped input rows that could not be processed, with ``reason``
     dead_letters: DataFrame
-    state: dict[str, DataFrame]
+    #: the states to save (a kernel state: what its tasks committed, ``KernelCommit``)
+    state: dict[str, Any]
     #: frames cached for this batch (first the decoded batch: Kafka is read once); the caller unpersists
     #: them with :meth:`release` once the outputs are written
     cached: tuple[Unpersistable, ...] = ()
@@ -116,11 +118,13 @@ def process_batch(
     decoded = decode_batch(raw, spec, spec_json).persist()
     join = spec.join
     cached: tuple[Unpersistable, ...]
+    kernel = None
     if runs_on_kernel(spec):
         kernel = join_stream_table(decoded, spec, state[KERNEL_STATE], file_order=file_order)
         # the kernel keeps the order's clocks with its table; the batch's counts only when asked for
-        events, results, new_state, cached = decoded, kernel.frame, {}, (decoded, kernel)
-        summary_of: Callable[[], BatchSummary] = partial(summarize, decoded)
+        new_state: dict[str, Any] = {KERNEL_STATE: committed(spec, state[KERNEL_STATE])}
+        events, results, cached = decoded, kernel.frame, (decoded, kernel)
+        summary_of: Callable[[], BatchSummary] = partial(_kernel_summary, kernel, decoded)
     else:
         summary = summarize(decoded)
         summary_of = lambda: summary  # noqa: E731
@@ -137,7 +141,13 @@ def process_batch(
     dead_letters = templated(decoded, f"dead letters {spec_json}", rejected_records)
     aggregates = None
     aggregates_in_order = False
-    if spec.aggregate is not None and traits(join.shape).table_result:
+    if spec.aggregate is not None and kernel is not None:
+        staged = templated(results, f"staged {spec_json}", partial(staged_results, agg=spec.aggregate))
+        updates = kernel_aggregate(staged, spec, kernel, state[KERNEL_STATE].version, file_order=file_order)
+        aggregates, aggregates_in_order, cached = updates.frame, True, (*cached, updates)
+        letters = templated(staged, f"rejected {spec_json}", lambda s: _result_letters(rejected_results(s), spec))
+        dead_letters = dead_letters.unionByName(letters)
+    elif spec.aggregate is not None and traits(join.shape).table_result:
         table_agg = aggregate_table(results, state["agg"], state["agg_previous"], spec.aggregate)
         aggregates = table_agg.rows.persist()
         cached += (aggregates,)
@@ -153,13 +163,21 @@ def process_batch(
     return BatchOutput(
         summary_of=summary_of,
         events=events,
-        results=results.withColumn("key", output_key(F.col("key"), spec)),
+        results=templated(
+            results, f"keyed {spec_json}", lambda rows: rows.withColumn("key", output_key(F.col("key"), spec))
+        ),
         aggregates=aggregates,
         dead_letters=dead_letters,
         state=new_state,
         cached=cached,
         aggregates_in_order=aggregates_in_order,
     )
+
+
+def _kernel_summary(kernel: KernelResults, decoded: DataFrame) -> BatchSummary:
+    """What the kernel's tasks counted as they read the batch; a job over the decoded batch if it has not
+    run yet."""
+    return summary_from_text(kernel.handle.summary()) or summarize(decoded)
 
 
 def with_joined_value(results: DataFrame, joiner: Joiner, fmt: Format = Format.JSON) -> DataFrame:

@@ -24,6 +24,7 @@ Rows are processed in ``ORDER`` (see docs/SEMANTICS.md, "Batch ordering rule").
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -255,16 +256,30 @@ def summarize(batch: DataFrame) -> BatchSummary:
         .agg(F.count(F.lit(1)).alias("rows"), F.count("reason").alias("rejected"), F.max(good_ts).alias("max_ts"))
         .collect()
     )
+    return _summary((r["topic"], r["__partition"], r["side"], r["rows"], r["rejected"], r["max_ts"]) for r in rows)
+
+
+def summary_from_text(text: str) -> BatchSummary | None:
+    """The summary the kernel gathered as it read the batch (its ``BatchSummary`` accumulator's text: a line
+    ``topic, partition, side, rows, rejected, max ts`` per queue, tab-separated); None for no text (the batch
+    has not run yet)."""
+    if not text:
+        return None
+    queues = [line.split("\t") for line in text.splitlines()]
+    return _summary((t, int(p), side, int(n), int(r), int(ts) if ts else None) for t, p, side, n, r, ts in queues)
+
+
+def _summary(queues: Iterable[tuple[str, int, str, int, int, int | None]]) -> BatchSummary:
+    """A batch's summary from each (topic, partition, side)'s rows, rejected rows and max partition-time ts."""
     max_ts: dict[tuple[str, int], int | None] = {}
     good = {"L": 0, "R": 0}
-    for r in rows:
-        coords = (r["topic"], r["__partition"])
-        known = [t for t in (max_ts.get(coords), r["max_ts"]) if t is not None]
-        max_ts[coords] = max(known) if known else None
-        good[r["side"]] += r["rows"] - r["rejected"]
-    return BatchSummary(
-        max_ts=max_ts, rows=sum(r["rows"] for r in rows), rejected=sum(r["rejected"] for r in rows), good=good
-    )
+    total = rejected_total = 0
+    for topic, partition, side, rows, rejected, ts in queues:
+        known = [t for t in (max_ts.get((topic, partition)), ts) if t is not None]
+        max_ts[(topic, partition)] = max(known) if known else None
+        good[side] += rows - rejected
+        total, rejected_total = total + rows, rejected_total + rejected
+    return BatchSummary(max_ts=max_ts, rows=total, rejected=rejected_total, good=good)
 
 
 def partition_max_ts(spark: SparkSession, summary: BatchSummary, previous_max: DataFrame) -> DataFrame:

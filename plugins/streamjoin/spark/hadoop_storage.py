@@ -18,6 +18,9 @@ from pyspark.sql import SparkSession
 
 from streamjoin.core.storage import FileFacts, LocalStorage, Storage, is_local, join
 
+#: files without a filesystem checksum up to this size get a digest of their bytes; larger ones only their size
+CONTENT_DIGEST_LIMIT = 64 << 20
+
 
 def storage_for(spark: SparkSession, location: str) -> Storage:
     """The storage of ``location``: local paths and ``file:`` URIs on this machine, others through Hadoop."""
@@ -100,8 +103,19 @@ class HadoopStorage:
         self._fs.mkdirs(self._path(path))
 
     def _facts(self, status: Any) -> FileFacts:
+        size = int(status.getLen())
         checksum = self._fs.getFileChecksum(status.getPath())
-        return int(status.getLen()), None if checksum is None else str(checksum.toString())
+        if checksum is not None:
+            return size, str(checksum.toString())
+        if size > CONTENT_DIGEST_LIMIT:
+            return size, None
+        # a file written without checksums (Spark's state store files: its checkpoint file manager turns them
+        # off), or a store that keeps none (S3A by default): a digest of its bytes, read once
+        stream = self._fs.open(status.getPath())
+        try:
+            return size, f"MD5:{self._jvm.org.apache.hadoop.io.MD5Hash.digest(stream).toString()}"
+        finally:
+            stream.close()
 
     def facts(self, path: str) -> FileFacts | None:
         if not self.exists(path):

@@ -4,7 +4,8 @@ rule with the shape's per-record rules, state in Spark's state store (RocksDB, c
 
 Which engine runs a batch is decided here, once: the kernel runs the shapes it has (stream-table inner/left,
 with a plain table or a versioned one and an optional grace; stream-globaltable inner/left, every task
-keeping a replica of the global table); other shapes run on the DataFrame engine. ``STREAMJOIN_ENGINE=
+keeping a replica of the global table), and the aggregate after them (a second stage keyed by group, its
+totals in the same store); other shapes run on the DataFrame engine. ``STREAMJOIN_ENGINE=
 dataframe`` runs every shape on the DataFrame engine (a checkpoint an earlier release wrote: its state is
 refused by the kernel, ``StateLayoutError``). The kernel's rows are join results in the DataFrame engine's
 columns, so the joiner, the aggregate and the sinks after it are the same Spark SQL.
@@ -16,6 +17,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from py4j.java_gateway import JavaClass
@@ -23,19 +25,14 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streamjoin.core.plans import KERNEL_JAR
 from streamjoin.core.shapes import Shape
-from streamjoin.core.spec import Format, Kind, PipelineSpec
-from streamjoin.spark.events import LOOKUP_KEY
-from streamjoin.spark.state import KernelCheckpoint
+from streamjoin.core.spec import Emit, Format, Kind, PipelineSpec
+from streamjoin.spark.state import KERNEL_DIR, KernelCheckpoint, KernelCommit
 
 #: the setting that picks the engine: ``kernel`` (the default: for the shapes it has) or ``dataframe``
 ENGINE_ENV = "STREAMJOIN_ENGINE"
 ENGINES = ("kernel", "dataframe")
 #: the name of the kernel's state among a pipeline's states (``engine.state_schemas``)
 KERNEL_STATE = "kernel"
-#: the decoded columns the kernel reads (``events.decode_batch``; and a key selector's ``__lookup``); dead rows
-#: too: they move partition time
-KERNEL_INPUT = ["side", "key", "lval", "rval", "tomb", "ts", "__partition", "__offset", "__rank", "__input", "topic",
-                "reason"]  # fmt: skip
 
 
 def engine() -> str:
@@ -70,6 +67,8 @@ class KernelResults:
     handle: Any
     spark: SparkSession
     partitions: int
+    #: where the batch's stores are (the aggregate's beside the join's)
+    root: str
     temporary: str | None = None
 
     def unpersist(self) -> None:
@@ -92,8 +91,7 @@ def join_stream_table(
     if root is None:
         temporary = root = tempfile.mkdtemp(prefix="streamjoin-kernel-")
     partitions = spec.kafka.partitions
-    columns = [*KERNEL_INPUT, *([LOOKUP_KEY] if LOOKUP_KEY in decoded.columns else [])]
-    args = (spark._jsparkSession, decoded.select(*columns)._jdf, root, checkpoint.version, partitions,
+    args = (spark._jsparkSession, decoded._jdf, root, checkpoint.version, partitions,
             file_order, spec.join.kind is Kind.INNER)  # fmt: skip
     versioned = spec.right.versioned
     if versioned is None:
@@ -101,7 +99,36 @@ def join_stream_table(
     else:
         long_keys = spec.left.key.format is Format.LONG
         batch = _kernel(spark).streamTableVersioned(*args, versioned.history_retention, spec.join.grace, long_keys)
-    return KernelResults(DataFrame(batch.results(), spark), batch, spark, partitions, temporary)
+    return KernelResults(DataFrame(batch.results(), spark), batch, spark, partitions, root, temporary)
+
+
+def aggregate(
+    staged: DataFrame, spec: PipelineSpec, joined: KernelResults, version: int, *, file_order: bool
+) -> KernelResults:
+    """The aggregate's updates of one batch (``key, value, ts, __sub`` and ``ORDER``; every group's in one
+    partition in emission order) from its staged join results (``aggregate.staged_results``: null groups are
+    the caller's dead letters), lazily: the reducer tasks keep the totals in their stores beside the join's
+    (``joined.root``), read at ``version`` and committed at ``version + 1`` by the first action."""
+    assert spec.aggregate is not None
+    spark = staged.sparkSession
+    per_batch = spec.aggregate.emit is Emit.PER_BATCH
+    batch = _kernel(spark).aggregate(
+        spark._jsparkSession, staged._jdf, joined.root, version, joined.partitions, file_order, per_batch
+    )
+    return KernelResults(DataFrame(batch.results(), spark), batch, spark, joined.partitions, joined.root)
+
+
+def committed(spec: PipelineSpec, checkpoint: KernelCheckpoint) -> KernelCommit:
+    """The store files a batch from ``checkpoint`` commits (Spark's layout: ``<operator>/<partition>[/<store>]/
+    <version>.changelog``), relative to the state root; none for a temporary checkpoint."""
+    if checkpoint.root is None:
+        return KernelCommit(())
+    stores = ["", *(["aggregate/"] if spec.aggregate is not None else [])]
+    version = checkpoint.version + 1
+    return KernelCommit(tuple(
+        f"{KERNEL_DIR}/0/{partition}/{store}{version}.changelog" for partition in range(spec.kafka.partitions)
+        for store in stores
+    ))  # fmt: skip
 
 
 def unload(spark: SparkSession, root: str, partitions: int) -> None:
@@ -110,12 +137,42 @@ def unload(spark: SparkSession, root: str, partitions: int) -> None:
 
 
 def _kernel(spark: SparkSession) -> Any:
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    kernel = jvm.dev.streamjoin.kernel.Kernel
-    if not isinstance(kernel, JavaClass):  # py4j gives a JavaPackage for a class it cannot find
+    kernel = java_class(spark, "dev.streamjoin.kernel.Kernel")
+    if kernel is None:  # py4j gives a JavaPackage for a class it cannot find
         raise RuntimeError(
             f"the engine kernel's classes are not on Spark's classpath ({KERNEL_JAR} in spark.jars): run `make "
             f"setup` to build it, or set {ENGINE_ENV}=dataframe"
         )
     return kernel
+
+
+@cache
+def _classes(gateway: Any) -> dict[str, Any]:
+    return {}
+
+
+class _Statics:
+    """A JVM class whose static members are each looked up once: py4j asks the JVM at every attribute access
+    of a ``JavaClass`` (a call before each call)."""
+
+    def __init__(self, java: JavaClass) -> None:
+        self._java = java
+
+    def __getattr__(self, name: str) -> Any:
+        member = getattr(self._java, name)
+        setattr(self, name, member)  # found in the instance from now on: no __getattr__, no lookup
+        return member
+
+
+def java_class(spark: SparkSession, name: str) -> Any:
+    """The JVM class ``name`` (None if the JVM has no such class), looked up once per JVM, as are its static
+    members: each lookup through py4j's ``jvm.a.b.C`` costs a call per dotted part."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    classes = _classes(spark.sparkContext._gateway)
+    if name not in classes:
+        found = jvm
+        for part in name.split("."):
+            found = getattr(found, part)
+        classes[name] = _Statics(found) if isinstance(found, JavaClass) else None  # py4j: a JavaPackage for no class
+    return classes[name]

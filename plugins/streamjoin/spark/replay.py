@@ -12,6 +12,7 @@ import struct
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -26,7 +27,8 @@ from streamjoin.core.storage import LocalStorage
 from streamjoin.spark.engine import empty_state, process_batch, state_schemas, state_store
 from streamjoin.spark.events import ORDER
 from streamjoin.spark.kernel import runs_on_kernel, unload
-from streamjoin.spark.state import StateStore
+from streamjoin.spark.state import KERNEL_DIR, StateStore
+from streamjoin.spark.templates import templated
 
 RAW_SCHEMA = T.StructType(
     [
@@ -41,8 +43,13 @@ RAW_SCHEMA = T.StructType(
 
 
 def raw_frame(spark: SparkSession, spec: PipelineSpec, records: Iterable[dict[str, Any]], batch: bool) -> DataFrame:
-    """Kafka-shaped rows for the records. File order: offsets are line numbers in one partition; batch:
-    offsets count per topic-partition (partition defaults to 0)."""
+    """Kafka-shaped rows for the records (:func:`raw_rows`) as a frame."""
+    return spark.createDataFrame(raw_rows(spec, records, batch), RAW_SCHEMA)
+
+
+def raw_rows(spec: PipelineSpec, records: Iterable[dict[str, Any]], batch: bool) -> list[tuple[Any, ...]]:
+    """Kafka-shaped rows (``RAW_SCHEMA``) for the records. File order: offsets are line numbers in one
+    partition; batch: offsets count per topic-partition (partition defaults to 0)."""
     counters: dict[tuple[str, int], int] = defaultdict(int)
     rows = []
     for line, record in enumerate(records):
@@ -65,7 +72,7 @@ def raw_frame(spark: SparkSession, spec: PipelineSpec, records: Iterable[dict[st
                 int(record["ts"]),
             )
         )
-    return spark.createDataFrame(rows, RAW_SCHEMA)
+    return rows
 
 
 def replay(
@@ -88,12 +95,12 @@ def replay(
     :param sources: add ``source``: the input record (``topic``, ``partition``, ``offset``) that produced each
         output record (a join result's triggering record of its input; an aggregate update's join result's)
     """
-    records = list(records)
-    raw = raw_frame(spark, spec, records, batch)
+    rows = raw_rows(spec, records, batch)
+    raw = spark.createDataFrame(rows, RAW_SCHEMA)
     if not batch or max_records is None:
         state = empty_state(spark, spec)
         return _run(spec, raw, state, file_order=not batch, sources=sources)
-    index = RecordsIndex(_timestamps(raw))
+    index = RecordsIndex(timestamps(rows))
     plans = plan_all({tp: 0 for tp in index.latest()}, index.latest(), source_orders(spec), index, max_records)
     emitted: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="streamjoin-replay-") as state_dir:
@@ -110,27 +117,27 @@ def replay(
         finally:
             store.close()
             if runs_on_kernel(spec):
-                unload(spark, str(state_dir) + "/kernel", spec.kafka.partitions)
+                unload(spark, f"{state_dir}/{KERNEL_DIR}", spec.kafka.partitions)
     return emitted
 
 
-def _timestamps(raw: DataFrame) -> dict[tuple[str, int], list[int]]:
-    rows = raw.select("topic", "partition", "offset", "ts").orderBy("topic", "partition", "offset").collect()
-    logs: dict[tuple[str, int], list[int]] = defaultdict(list)
-    for r in rows:
-        logs[(r["topic"], r["partition"])].append(r["ts"])
-    return dict(logs)
+def timestamps(rows: list[tuple[Any, ...]]) -> dict[tuple[str, int], list[int]]:
+    """Each topic-partition's timestamps in offset order, from :func:`raw_rows`' rows."""
+    logs: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
+    for _key, _value, topic, partition, offset, ts in rows:
+        logs[(topic, partition)].append((offset, ts))
+    return {tp: [ts for _offset, ts in sorted(log)] for tp, log in logs.items()}
 
 
-def _in_plan(plan: BatchPlan) -> Column:
-    condition = F.lit(False)
-    for (topic, partition), end in plan.end.items():
-        start = plan.start[(topic, partition)]
-        if end > start:
-            condition = condition | (
-                (F.col("topic") == topic) & (F.col("partition") == partition) & F.col("offset").between(start, end - 1)
-            )
-    return condition
+def _in_plan(plan: BatchPlan) -> str:
+    """The plan's offset ranges as one SQL condition (one call into Spark, however many ranges)."""
+    ranges = [
+        f"(topic = '{topic}' AND partition = {partition} AND offset BETWEEN {plan.start[(topic, partition)]} AND "
+        f"{end - 1})"
+        for (topic, partition), end in plan.end.items()
+        if end > plan.start[(topic, partition)]
+    ]  # Kafka topic names hold no quote
+    return " OR ".join(ranges) or "false"
 
 
 def _run(
@@ -147,61 +154,68 @@ def _run(
     ``store`` when given."""
     out = process_batch(raw, spec, state, file_order=file_order)
     order = ORDER
-    source = [F.col("src_topic").alias("source_topic"), F.col("src_partition").alias("source_partition"),
-              F.col("src_offset").alias("source_offset")]  # fmt: skip
-    frames = [
-        out.results.select(
-            F.lit(spec.output.topic or "<join>").alias("topic"),
-            "key",
-            _json("value"),
-            "ts",
-            *order,
-            F.lit(0).alias("__stage"),
-            "__sub",
-            *source,
-        )
-    ]
+    spec_json = spec.model_dump_json()
+    emitted = templated(out.results, f"replay results {spec_json}", partial(_emitted_results, spec=spec))
     if out.aggregates is not None and spec.aggregate is not None:
-        frames.append(
-            out.aggregates.select(
-                F.lit(spec.aggregate.output.topic or "<aggregate>").alias("topic"),
-                "key",
-                _json("value"),
-                "ts",
-                *order,
-                F.lit(1).alias("__stage"),
-                "__sub",
-                *_trigger(spec),
-            )
-        )
-    emitted = frames[0]
-    for frame in frames[1:]:
-        emitted = emitted.unionByName(frame)
-    # sorted here, not by Spark: a replay's records are in the driver's memory already, and a Spark sort
-    # costs two jobs (sampling the range bounds, then the sort)
-    rows = sorted(emitted.collect(), key=lambda r: (*(r[c] for c in order), r["__stage"], r["__sub"]))
+        updates = templated(out.aggregates, f"replay aggregates {spec_json}", partial(_emitted_updates, spec=spec))
+        emitted = emitted.unionByName(updates)
+    letters = templated(out.dead_letters, f"replay dead letters {spec_json}", _emitted_letters)
+    # one action for all of them; sorted here, not by Spark: a replay's records are in the driver's memory
+    # already, and a Spark sort costs two jobs (sampling the range bounds, then the sort)
+    collected = emitted.unionByName(letters, allowMissingColumns=True).collect()
+    rows = sorted((r for r in collected if r["dead_topic"] is None),
+                  key=lambda r: (*(r[c] for c in order), r["__stage"], r["__sub"]))  # fmt: skip
     result = [{"topic": r["topic"], "key": r["key"], "value": _unjson(r["value_json"]), "ts": r["ts"]} for r in rows]
     if sources:
         for out_row, r in zip(result, rows, strict=True):
             out_row["source"] = {"topic": r["source_topic"], "partition": r["source_partition"],
                                  "offset": r["source_offset"]}  # fmt: skip
-    dead = sorted(out.dead_letters.collect(), key=lambda r: (r["topic"], r["partition"], r["offset"]))
+    dead = sorted((r for r in collected if r["dead_topic"] is not None),
+                  key=lambda r: (r["dead_topic"], r["source_partition"], r["source_offset"]))  # fmt: skip
     for r in dead:
         result.append(
             {
                 "topic": spec.dead_letter_topic,
-                "key": _dead_key(spec, r["topic"], r["key"]),
-                "value": _dead_value(spec, r["topic"], r["value"]),
+                "key": _dead_key(spec, r["dead_topic"], r["dead_key"]),
+                "value": _dead_value(spec, r["dead_topic"], r["dead_value"]),
                 "ts": r["ts"],
-                "headers": {"reason": r["reason"], "source_topic": r["topic"]},
+                "headers": {"reason": r["reason"], "source_topic": r["dead_topic"]},
             }
         )
         if sources:
-            result[-1]["source"] = {"topic": r["topic"], "partition": r["partition"], "offset": r["offset"]}
+            result[-1]["source"] = {"topic": r["dead_topic"], "partition": r["source_partition"],
+                                    "offset": r["source_offset"]}  # fmt: skip
     if store is not None:
         store.save(batch_id, out.state)
     out.release()
     return result
+
+
+def _emitted_results(results: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """The join results as replay lists them: topic, key, JSON value, ts, order and source columns."""
+    source = [F.col("src_topic").alias("source_topic"), F.col("src_partition").alias("source_partition"),
+              F.col("src_offset").alias("source_offset")]  # fmt: skip
+    return results.select(
+        F.lit(spec.output.topic or "<join>").alias("topic"), "key", _json("value"), "ts", *ORDER,
+        F.lit(0).alias("__stage"), "__sub", *source,
+    )  # fmt: skip
+
+
+def _emitted_letters(letters: DataFrame) -> DataFrame:
+    """The dead letters in columns beside :func:`_emitted_results`' (``dead_topic``: the record's own topic)."""
+    return letters.select(
+        F.col("topic").alias("dead_topic"), F.col("key").alias("dead_key"), F.col("value").alias("dead_value"),
+        F.col("partition").alias("source_partition"), F.col("offset").alias("source_offset"), "ts", "reason",
+    )  # fmt: skip
+
+
+def _emitted_updates(aggregates: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """The aggregate's updates as replay lists them (columns as :func:`_emitted_results`)."""
+    assert spec.aggregate is not None
+    return aggregates.select(
+        F.lit(spec.aggregate.output.topic or "<aggregate>").alias("topic"), "key", _json("value"), "ts", *ORDER,
+        F.lit(1).alias("__stage"), "__sub", *_trigger(spec),
+    )  # fmt: skip
 
 
 def _trigger(spec: PipelineSpec) -> list[Column]:

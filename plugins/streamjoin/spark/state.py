@@ -40,6 +40,8 @@ from streamjoin.spark.layers import KeyedLayers
 from streamjoin.spark.local_frames import local_frame
 
 _COMMITTED = "_COMMITTED"
+#: where the kernel's stores live under a state root (Spark's layout below it)
+KERNEL_DIR = "kernel"
 _REF = ".ref"
 _LAYERS = ".layers"
 #: a layered state with more layers than this is merged into one
@@ -55,6 +57,15 @@ class KernelCheckpoint:
 
     root: str | None
     version: int = 0
+
+
+@dataclass(frozen=True)
+class KernelCommit:
+    """What a batch's kernel tasks committed in Spark's state store: the files of the new store version,
+    relative to the state root. :meth:`StateStore.save` lists them in the batch's manifest, so a damaged or
+    missing one stops the next start (:meth:`StateStore.verify`) as a damaged state file does."""
+
+    files: tuple[str, ...]
 
 
 def empty_states(
@@ -139,7 +150,7 @@ class StateStore:
         DataFrame per state, a :class:`KeyedLayers` per layered state."""
         self._loaded = {}
         older = [v for v in self._versions() if v < batch_id]
-        kernel_root = self._at("kernel")
+        kernel_root = self._at(KERNEL_DIR)
         if not older:
             empty = empty_states(spark, schemas, self.layered, self.kernel)
             return empty | {name: KernelCheckpoint(kernel_root, 0) for name in self.kernel & set(schemas)}
@@ -236,9 +247,11 @@ class StateStore:
         self.storage.delete(target)
         self.storage.mkdirs(target)
         refs: list[str] = []
+        kernel_files: list[str] = []
         for name, frame in states.items():
-            if name in self.kernel:
-                continue  # committed by the kernel's tasks as version batch_id + 1
+            if name in self.kernel:  # committed by the kernel's tasks as version batch_id + 1
+                kernel_files += frame.files if isinstance(frame, KernelCommit) else ()
+                continue
             loaded = self._loaded.get(name)
             if isinstance(frame, KeyedLayers):
                 datasets = self._save_layers(version, name, frame)
@@ -258,6 +271,7 @@ class StateStore:
             for relative, facts in self.storage.files(target).items()
             if not relative.rsplit("/", 1)[-1].startswith(".")  # Spark's .crc files and our temporary ones
         }
+        files |= {path: facts for path in kernel_files if (facts := self.storage.facts(self._at(path))) is not None}
         if refs and self._loaded_version is not None:  # a referenced dataset's files, as the loaded version lists them
             listed = self._files_of(self._loaded_version)
             files |= {path: entry for path, entry in listed.items() if any(path.startswith(f"{d}/") for d in refs)}

@@ -11,7 +11,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-#: (session, program name, input schema) -> (placeholder, program): a few programs per pipeline
+#: (session, program name, input schema) -> (placeholder, program): a few programs per pipeline; an entry holds
+#: its session (the placeholder's), so no other session can take the id of one in here
 _PROGRAMS: OrderedDict[tuple[Any, ...], tuple[DataFrame, DataFrame]] = OrderedDict()
 _MAX_PROGRAMS = 32
 
@@ -23,7 +24,7 @@ def templated(rows: DataFrame, name: str, build: Callable[[DataFrame], DataFrame
     templates = _templates(spark)
     if templates is None:
         return build(rows)
-    key = (spark.sparkContext.applicationId, id(spark), name, rows.schema.json())
+    key = (id(spark), name, rows.schema.json())
     entry = _PROGRAMS.get(key)
     if entry is None:
         placeholder = spark.createDataFrame([], rows.schema)
@@ -32,11 +33,13 @@ def templated(rows: DataFrame, name: str, build: Callable[[DataFrame], DataFrame
             _PROGRAMS.popitem(last=False)
     _PROGRAMS.move_to_end(key)
     placeholder, program = entry
-    return DataFrame(templates.substitute(spark._jsparkSession, program._jdf, placeholder._jdf, rows._jdf), spark)
+    out = DataFrame(templates.substitute(spark._jsparkSession, program._jdf, placeholder._jdf, rows._jdf), spark)
+    # the program's schema (pyspark caches it on the frame): a program over this one keys on it without a call
+    out.__dict__["schema"] = program.schema
+    return out
 
 
 def _templates(spark: Any) -> Any:
-    from py4j.java_gateway import JavaClass
+    from streamjoin.spark.kernel import java_class
 
-    templates = spark.sparkContext._jvm.dev.streamjoin.kernel.Templates
-    return templates if isinstance(templates, JavaClass) else None
+    return java_class(spark, "dev.streamjoin.kernel.Templates")

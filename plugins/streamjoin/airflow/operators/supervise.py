@@ -12,18 +12,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from streamjoin.airflow.launcher import SparkJobLauncher, spark_target, stop_driver
+from streamjoin.airflow.launcher import stop_driver
+from streamjoin.airflow.lifecycle import driver_alive, submit
 from streamjoin.airflow.lineage import SpecLineageMixin
-from streamjoin.core.job_files import PipelineFiles
+from streamjoin.core.errors import KafkaAuthenticationError, KafkaUnavailableError
+from streamjoin.core.job_files import (
+    Assessment,
+    DriverRecord,
+    JobFailure,
+    PipelineFiles,
+    SupervisorRecord,
+    WatchEvent,
+)
 from streamjoin.core.plans import checkpoint_dir, connector_jars, package_zip, plan_submit, resolve, secrets_dir
 from streamjoin.core.spec import PipelineSpec, load_spec
-from streamjoin.core.supervision import Event, Health, Policy, lag_alert_due, may_restart, observe, restart_delay
+from streamjoin.core.supervision import Event, Health, Policy, State, lag_alert_due, may_restart, observe, restart_delay
 from streamjoin.kafka.client_config import KafkaClientConfig
 
 
@@ -44,14 +54,23 @@ def pipeline_files(spec: PipelineSpec) -> PipelineFiles:
 
 def launch_job(
     spec_path: str, spec: PipelineSpec, kafka: KafkaClientConfig, spark_conn_id: str, log: Any
-) -> dict[str, Any]:
-    """Start the job detached through the one launcher; returns the driver record. The job gets the Kafka
-    settings in a private file it deletes once read (never on its command line)."""
+) -> DriverRecord:
+    """Start the job detached on the Spark connection's cluster manager (:mod:`streamjoin.airflow.lifecycle`:
+    a process here in client mode, a driver on the cluster in cluster mode); returns the driver record. The job
+    gets the Kafka settings in a private file it deletes once read (never on its command line)."""
     files = pipeline_files(spec)
     files.clear_stop()  # a stop marker left over would stop the new driver after its first batch
     plan = plan_submit(spec, spec_path, kafka.job_arguments(secrets_dir()), connector_jars(),
                        py_files=[str(package_zip())])  # fmt: skip
-    return SparkJobLauncher(plan, spark_target(spark_conn_id)).start_detached(files, log)
+    submit(files, plan, spark_conn_id, log)
+    driver = files.driver()
+    assert driver is not None
+    return driver
+
+
+def _pid(files: PipelineFiles) -> int | None:
+    driver = files.driver()
+    return driver.pid if driver else None
 
 
 def _latest(spec: PipelineSpec, kafka: KafkaClientConfig) -> dict[str, dict[int, int]]:
@@ -105,8 +124,10 @@ class SuperviseStreamJoinOperator(SpecLineageMixin, _PipelineOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         spec, kafka = self._setup()
         files = pipeline_files(spec)
-        if files.driver_alive():
-            self.log.info("%s runs (pid %s): watching it", spec.name, (files.driver() or {}).get("pid"))
+        if driver_alive(files):
+            driver = files.driver()
+            where = (driver.driver_id or f"pid {driver.pid}") if driver else "?"
+            self.log.info("%s runs (%s): watching it", spec.name, where)
         elif files.intent() == "redeploy" or not self._meant_down(files):
             self._start(spec, kafka, files, restart=files.driver() is not None and files.intent() != "redeploy")
         return self._watch(spec, kafka, files)
@@ -115,25 +136,26 @@ class SuperviseStreamJoinOperator(SpecLineageMixin, _PipelineOperator):
         """The trigger fired: act on its event, then watch again (or end)."""
         spec, kafka = self._setup(check=False)
         files = pipeline_files(spec)
-        kind = Event(event["event"])
-        self.log.info("%s: %s (%s), lag %s", spec.name, kind.value, event["reason"], event["lag"])
+        watched = WatchEvent.from_json(event)
+        kind = Event(watched.event)
+        self.log.info("%s: %s (%s), lag %s", spec.name, kind.value, watched.reason, watched.lag)
         record = files.supervisor()
-        record["last"] = {"state": event["state"], "reason": event["reason"], "lag": event["lag"], "at": event["at"]}
-        record["lagging_since"] = event.get("lagging_since")
+        record.last, record.lagging_since = watched.assessment(), watched.lagging_since
         files.save_supervisor(record)
         if kind is Event.LAGGING:
-            record["lagging_since"] = time.time()  # the next alert comes after another grace period
+            record.lagging_since = time.time()  # the next alert comes after another grace period
             files.save_supervisor(record)
-            raise StreamJobFailure(f"{spec.name}: lag {sum(event['lag'].values())} above "
+            raise StreamJobFailure(f"{spec.name}: lag {watched.total_lag} above "
                                    f"{self.policy.lag_threshold} for {self.policy.lag_grace:.0f}s or more")  # fmt: skip
         if kind is Event.HUNG:
-            waiting = sum(event["lag"].values())
-            self.log.warning("%s hung (%s) while %d records wait: stopping it", spec.name, event["reason"], waiting)
+            waiting = watched.total_lag
+            self.log.warning("%s hung (%s) while %d records wait: stopping it", spec.name, watched.reason, waiting)
             stop_driver(files, self.log, timeout=30.0)
+            driver = files.driver()
             self._alert(context, JobHung(
-                f"{spec.name}: the driver made no progress ({event['reason']}) while {waiting} input records "
+                f"{spec.name}: the driver made no progress ({watched.reason}) while {waiting} input records "
                 f"waited; it was stopped and is restarted from its checkpoint (driver log of the hung run: "
-                f"{(files.driver() or {}).get('log')})"
+                f"{driver.log if driver else None})"
             ))  # fmt: skip
             kafka = self._setup()[1]
             self._start(spec, kafka, files, restart=True)
@@ -146,38 +168,57 @@ class SuperviseStreamJoinOperator(SpecLineageMixin, _PipelineOperator):
             return self._watch(spec, kafka, files)
         return self._report(spec, files, None, kind.value)
 
-    def _backing_off(self, spec: PipelineSpec, files: PipelineFiles, record: dict[str, Any]) -> bool:
+    def _backing_off(self, spec: PipelineSpec, files: PipelineFiles, record: SupervisorRecord) -> bool:
         """The driver died: give up at once on a terminal failure (the task fails and alerts, naming it);
         after a transient one, wait out the backoff before the restart (True: still waiting)."""
         failure = files.run_failure()
-        log = (files.driver() or {}).get("log", files.checkpoint / "driver.log")
+        driver = files.driver()
+        log = driver.log if driver and driver.log else files.checkpoint / "driver.log"
+        if (failure is None or failure.transient) and record.restart_after is None:
+            refused = self._refused()  # a password revoked under a running job: to it, the broker went away
+            if refused is not None:
+                cause = failure.describe() if failure is not None else "no error recorded"
+                failure = replace(refused, message=f"{refused.message} (the job itself died of: {cause})")
         now = time.time()
         if failure is not None and not failure.transient:
-            record["gave_up_at"] = now
-            record["last"] = {"state": "failed", "reason": failure.describe(), "at": now}
-            record.pop("restart_after", None)
+            record.gave_up_at, record.restart_after = now, None
+            record.last = Assessment("failed", failure.describe(), {}, now)
             files.save_supervisor(record)
             raise StreamJobFailure(
                 f"{spec.name}: the job stopped on an error a restart cannot fix: {failure.describe()}. Not "
                 f"restarting: fix the cause, then redeploy (DAG streamjoin_stop_redeploy with redeploy); "
                 f"driver log {log}"
             )
-        due = record.get("restart_after")
-        if not may_restart(record["restarts"], now, self.policy):
+        due = record.restart_after
+        if not may_restart(record.restarts, now, self.policy):
             return False  # a crash loop: no point waiting before giving up
         if due is None:
-            wait = restart_delay(record["restarts"], now, self.policy)
+            wait = restart_delay(record.restarts, now, self.policy)
             if wait <= 0:
                 return False
-            record["restart_after"] = due = now + wait
+            record.restart_after = due = now + wait
             files.save_supervisor(record)
             cause = failure.describe() if failure is not None else "no error recorded (killed?)"
             self.log.warning("%s died (%s): restarting in %.0fs (backoff)", spec.name, cause, wait)
-        if now < float(due):
+        if now < due:
             return True
-        record.pop("restart_after", None)
+        record.restart_after = None
         files.save_supervisor(record)
         return False
+
+    def _refused(self) -> JobFailure | None:
+        """The Kafka connection refused now (a revoked password, an untrusted certificate) as a terminal failure,
+        so a job that died of it does not wait out a backoff (or a crash loop's verdict) first; None when the
+        cluster accepts it or does not answer (that is transient: the restart decides)."""
+        from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
+
+        try:
+            StreamJoinKafkaHook(self.kafka_conn_id).checked_config(timeout=10)
+        except KafkaAuthenticationError as exc:
+            return JobFailure.of(exc)
+        except KafkaUnavailableError:
+            return None
+        return None
 
     def _alert(self, context: Any, error: Exception) -> None:
         """Alert the pipeline's destinations without failing the task (the owner acted and goes on)."""
@@ -186,24 +227,25 @@ class SuperviseStreamJoinOperator(SpecLineageMixin, _PipelineOperator):
         PipelineAlertNotifier(spec_path=self.spec_path).notify({**context, "exception": error})
 
     def _meant_down(self, files: PipelineFiles) -> bool:
-        return files.stopped_on_purpose() or bool(files.supervisor().get("gave_up_at"))
+        return files.stopped_on_purpose() or files.supervisor().gave_up_at is not None
 
     def _start(self, spec: PipelineSpec, kafka: KafkaClientConfig, files: PipelineFiles, *, restart: bool) -> None:
         """Launch the driver; a restart counts against the budget, and past it the owner gives up (alerts)."""
         now = time.time()
         record = files.supervisor()
+        record.policy = self.policy.to_json()
         if restart:
-            if not may_restart(record["restarts"], now, self.policy):
-                record["gave_up_at"] = now
-                record["last"] = {"state": "failed", "reason": "crash loop", "at": now}
+            if not may_restart(record.restarts, now, self.policy):
+                record.gave_up_at = now
+                record.last = Assessment("failed", "crash loop", {}, now)
                 files.save_supervisor(record)
                 raise StreamJobFailure(
-                    f"{spec.name}: died {len(record['restarts']) + 1} times within {self.policy.window:.0f}s "
+                    f"{spec.name}: died {len(record.restarts) + 1} times within {self.policy.window:.0f}s "
                     f"(restart limit {self.policy.max_restarts}); not restarting until a redeploy"
                 )
-            record["restarts"] = [*record["restarts"], now]
+            record.restarts = [*record.restarts, now]
             self.log.warning("%s: restarting from checkpoint %s", spec.name, files.checkpoint)
-        record.pop("gave_up_at", None)
+        record.gave_up_at = None
         files.set_intent("run")
         launch_job(self.spec_path, spec, kafka, self.spark_conn_id, self.log)
         files.save_supervisor(record)
@@ -212,29 +254,32 @@ class SuperviseStreamJoinOperator(SpecLineageMixin, _PipelineOperator):
         from streamjoin.airflow.triggers import StreamJobTrigger, policy_kwargs
 
         record = files.supervisor()
+        record.policy = self.policy.to_json()  # the status page judges the job by it
         if self.watch <= 0:
             now = time.time()
-            health = observe(files, _latest(spec, kafka), now, self.policy)
-            record["lagging_since"] = (record.get("lagging_since") or now) if health.state.value == "lagging" else None
-            record["last"] = {"state": health.state.value, "reason": health.reason, "lag": health.lag, "at": now}
+            health = observe(files, _latest(spec, kafka), now, self.policy, alive=driver_alive(files))
+            record.lagging_since = (record.lagging_since or now) if health.state is State.LAGGING else None
+            record.last = Assessment(health.state.value, health.reason, dict(health.lag), now)
             files.save_supervisor(record)
-            if lag_alert_due(record["lagging_since"], now, self.policy):
+            if lag_alert_due(record.lagging_since, now, self.policy):
                 raise StreamJobFailure(f"{spec.name}: lag {health.total_lag} above {self.policy.lag_threshold}")
             return self._report(spec, files, health, health.state.value)
         trigger = StreamJobTrigger(
             checkpoint=str(files.checkpoint), topics=_join_topics(spec),
             kafka_conn_id=self.kafka_conn_id, policy=policy_kwargs(self.policy), watch_until=time.time() + self.watch,
-            poll=self.poll, waiting=not files.driver_alive() and self._meant_down(files),
-            lagging_since=record.get("lagging_since"), restart_after=record.get("restart_after"),
+            poll=self.poll, waiting=not driver_alive(files) and self._meant_down(files),
+            lagging_since=record.lagging_since, restart_after=record.restart_after,
         )  # fmt: skip
+        files.save_supervisor(record)
         self.defer(trigger=trigger, method_name="resume")
 
     def _report(self, spec: PipelineSpec, files: PipelineFiles, health: Health | None, state: str) -> dict[str, Any]:
-        last = files.supervisor()
-        driver = files.driver() or {}
-        return {"pipeline": spec.name, "state": state, "reason": health.reason if health else last["last"]["reason"],
-                "lag": health.lag if health else last["last"]["lag"], "restarts": len(last["restarts"]),
-                "driver_pid": driver.get("pid"), "alive": files.driver_alive()}  # fmt: skip
+        record = files.supervisor()
+        last = health or record.last
+        return {"pipeline": spec.name, "state": state, "reason": last.reason if last else "",
+                "lag": dict(last.lag) if last else {}, "restarts": len(record.restarts),
+                "driver_pid": _pid(files), "driver_id": (files.driver() or DriverRecord()).driver_id,
+                "alive": driver_alive(files)}  # fmt: skip
 
     def on_kill(self) -> None:
         """Killing the owner stops the job it owns (while deferred, the trigger's ``on_kill`` does)."""

@@ -1,10 +1,13 @@
 package dev.streamjoin.kernel;
 
+import java.util.Arrays;
 import java.util.List;
 import java.util.stream.IntStream;
 
 import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.functions;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.classic.SparkSession;
@@ -25,6 +28,7 @@ public final class Kernel {
      * A stream-table join (plain table) or a stream-globaltable join over one batch of decoded records.
      *
      * @param decoded the batch's decoded rows (Python's {@code events.decode_batch}), dead ones included
+     *     (they move partition time)
      * @param checkpoint where the stores live (any Hadoop filesystem URI)
      * @param version the state version the batch starts from (the batch id; 0: empty)
      * @param partitions the pipeline's partition count (one task and one store each)
@@ -33,8 +37,9 @@ public final class Kernel {
      */
     public static KernelBatch streamTable(SparkSession session, Dataset<Row> decoded, String checkpoint,
             long version, int partitions, boolean fileOrder, boolean inner) {
-        Layout layout = new Layout(decoded.schema());
-        return run(session, decoded, layout, checkpoint, version, partitions, fileOrder,
+        Dataset<Row> input = Layout.input(decoded);
+        Layout layout = new Layout(input.schema());
+        return run(session, input, layout, checkpoint, version, partitions, fileOrder,
                 new StreamTableRules(layout, inner));
     }
 
@@ -49,19 +54,24 @@ public final class Kernel {
     public static KernelBatch streamTableVersioned(SparkSession session, Dataset<Row> decoded, String checkpoint,
             long version, int partitions, boolean fileOrder, boolean inner, long retention, long grace,
             boolean longKeys) {
-        Layout layout = new Layout(decoded.schema());
-        return run(session, decoded, layout, checkpoint, version, partitions, fileOrder,
+        Dataset<Row> input = Layout.input(decoded);
+        Layout layout = new Layout(input.schema());
+        return run(session, input, layout, checkpoint, version, partitions, fileOrder,
                 new VersionedStreamTableRules(layout, inner, retention, grace, longKeys));
     }
 
     private static KernelBatch run(SparkSession session, Dataset<Row> decoded, Layout layout, String checkpoint,
             long version, int partitions, boolean fileOrder, Rules rules) {
-        StoreAdapter stores = new StoreAdapter(session, checkpoint, TaskState.keySchema(), rules.valueSchema());
+        StoreAdapter stores = new StoreAdapter(session, checkpoint, StoreAdapter.JOIN, TaskState.keySchema(),
+                rules.valueSchema());
         int tasks = fileOrder ? 1 : partitions;
         int partitionColumn = layout.partition;
         int rankColumn = layout.rank;
+        BatchSummary summary = new BatchSummary(layout);
+        session.sparkContext().register(summary, "streamjoin batch summary");
         JavaRDD<InternalRow> rows = decoded.queryExecution().toRdd().toJavaRDD()
                 .flatMapToPair(row -> {
+                    summary.add(row);
                     InternalRow copy = row.copy();
                     if (fileOrder) {
                         return List.of(new Tuple2<>(0, copy)).iterator();
@@ -74,11 +84,42 @@ public final class Kernel {
                 .partitionBy(new TaskPartitioner(tasks))
                 .mapPartitionsWithIndex(new KernelTask(layout, stores, version, fileOrder, rules), true)
                 .persist(StorageLevel.MEMORY_AND_DISK());
-        return new KernelBatch(rows, session.internalCreateDataFrame(rows.rdd(), layout.output(), false));
+        return new KernelBatch(rows, session.internalCreateDataFrame(rows.rdd(), layout.output(), false),
+                summary);
+    }
+
+    /**
+     * The aggregate after a stream-producing join, over one batch's staged join results (Python's
+     * {@code aggregate.staged_results}: the columns of {@link StreamAggregate#INPUT} among others; a null
+     * group is a dead letter, which the caller writes): the second stage of the batch's job, its
+     * reducer tasks keyed by group; its rows are the aggregate's updates, each group's in one partition in
+     * emission order.
+     *
+     * @param perBatch one update per group per batch (else one per join result)
+     */
+    public static KernelBatch aggregate(SparkSession session, Dataset<Row> staged, String checkpoint, long version,
+            int partitions, boolean fileOrder, boolean perBatch) {
+        Column[] columns = Arrays.stream(StreamAggregate.INPUT.fields())
+                .map(field -> functions.col(field.name()).cast(field.dataType()).as(field.name()))
+                .toArray(Column[]::new);
+        Dataset<Row> accepted = staged.filter(functions.col("group").isNotNull()).select(columns);
+        int tasks = fileOrder ? 1 : partitions;
+        StoreAdapter stores = new StoreAdapter(session, checkpoint, StoreAdapter.AGGREGATE, TaskState.keySchema(),
+                StreamAggregate.valueSchema());
+        JavaRDD<InternalRow> rows = accepted.queryExecution().toRdd().toJavaRDD()
+                .mapToPair(row -> new Tuple2<>(Math.floorMod(row.getUTF8String(0).hashCode(), tasks), row.copy()))
+                .partitionBy(new TaskPartitioner(tasks))
+                .mapPartitionsWithIndex(new StreamAggregate(stores, version, perBatch), true)
+                .persist(StorageLevel.MEMORY_AND_DISK());
+        return new KernelBatch(rows, session.internalCreateDataFrame(rows.rdd(), StreamAggregate.OUTPUT, false),
+                null);
     }
 
     /** Close the stores of {@code checkpoint} loaded in this JVM (local mode: the tasks run in the driver). */
     public static void unload(SparkSession session, String checkpoint, int partitions) {
-        new StoreAdapter(session, checkpoint, TaskState.keySchema(), TaskState.keySchema()).unload(partitions);
+        for (String name : List.of(StoreAdapter.JOIN, StoreAdapter.AGGREGATE)) {
+            new StoreAdapter(session, checkpoint, name, TaskState.keySchema(), TaskState.keySchema())
+                    .unload(partitions);
+        }
     }
 }

@@ -13,14 +13,24 @@ import org.apache.spark.sql.classic.Dataset;
 public final class KernelBatch {
     private final JavaRDD<InternalRow> rows;
     private final Dataset<Row> results;
+    private final BatchSummary summary;
 
-    KernelBatch(JavaRDD<InternalRow> rows, Dataset<Row> results) {
+    KernelBatch(JavaRDD<InternalRow> rows, Dataset<Row> results, BatchSummary summary) {
         this.rows = rows;
         this.results = results;
+        this.summary = summary;
     }
 
     public Dataset<Row> results() {
         return results;
+    }
+
+    /**
+     * The batch's counts and partition times ({@link BatchSummary}'s text), gathered as the first action ran
+     * the batch; empty before it ran (and for an aggregate's batch, which has no summary of its own).
+     */
+    public String summary() {
+        return summary == null ? "" : summary.value();
     }
 
     /** Free the cached result rows (after the batch's outputs are written). */

@@ -1,7 +1,14 @@
 package dev.streamjoin.kernel;
 
 import java.io.Serializable;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
+
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.classic.Dataset;
+import org.apache.spark.sql.functions;
 
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
@@ -20,6 +27,20 @@ final class Layout implements Serializable {
     final int lookup;
     final DataType leftType, rightType;
 
+    /** The decoded columns the kernel reads; {@code __lookup} too where the batch has it. */
+    static final List<String> INPUT = List.of("side", "key", "lval", "rval", "tomb", "ts", "__partition", "__offset",
+            "__rank", "__input", "topic", "reason");
+    static final String LOOKUP = "__lookup";
+
+    /** {@code decoded} cut to the columns the kernel reads (a decoded batch holds more). */
+    static Dataset<Row> input(Dataset<Row> decoded) {
+        List<String> names = new ArrayList<>(INPUT);
+        if (Arrays.asList(decoded.columns()).contains(LOOKUP)) {
+            names.add(LOOKUP);
+        }
+        return decoded.select(names.stream().map(functions::col).toArray(Column[]::new));
+    }
+
     Layout(StructType in) {
         side = in.fieldIndex("side");
         key = in.fieldIndex("key");
@@ -33,7 +54,7 @@ final class Layout implements Serializable {
         input = in.fieldIndex("__input");
         topic = in.fieldIndex("topic");
         reason = in.fieldIndex("reason");
-        lookup = Arrays.asList(in.fieldNames()).indexOf("__lookup");
+        lookup = Arrays.asList(in.fieldNames()).indexOf(LOOKUP);
         leftType = in.fields()[lval].dataType();
         rightType = in.fields()[rval].dataType();
     }

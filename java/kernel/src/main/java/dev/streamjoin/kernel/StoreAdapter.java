@@ -4,7 +4,6 @@ import java.io.Serializable;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 
-import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.StateStore;
@@ -27,10 +26,13 @@ import scala.Option;
 final class StoreAdapter implements Serializable {
     private static final long serialVersionUID = 1L;
     static final String PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider";
-    private static final String STORE_NAME = "default";
+    /** The join's store of each task; an aggregate's is {@link #AGGREGATE}. */
+    static final String JOIN = "default";
+    static final String AGGREGATE = "aggregate";
     private static final long OPERATOR_ID = 0L;
 
     private final String checkpointRoot;
+    private final String storeName;
     private final StructType keySchema;
     private final StructType valueSchema;
     private final StateStoreConf storeConf;
@@ -38,8 +40,10 @@ final class StoreAdapter implements Serializable {
     /** Fixed per checkpoint: executors keep the loaded stores of a pipeline between its batches. */
     private final UUID runId;
 
-    StoreAdapter(SparkSession session, String checkpointRoot, StructType keySchema, StructType valueSchema) {
+    StoreAdapter(SparkSession session, String checkpointRoot, String storeName, StructType keySchema,
+            StructType valueSchema) {
         this.checkpointRoot = checkpointRoot;
+        this.storeName = storeName;
         this.keySchema = keySchema;
         this.valueSchema = valueSchema;
         SQLConf conf = session.sessionState().conf().clone();
@@ -52,7 +56,7 @@ final class StoreAdapter implements Serializable {
     }
 
     private StateStoreProviderId providerId(int partition) {
-        return new StateStoreProviderId(new StateStoreId(checkpointRoot, OPERATOR_ID, partition, STORE_NAME), runId);
+        return new StateStoreProviderId(new StateStoreId(checkpointRoot, OPERATOR_ID, partition, storeName), runId);
     }
 
     /** The store of {@code partition} as of {@code version} (0: empty); its writes become version + 1. */
@@ -62,14 +66,10 @@ final class StoreAdapter implements Serializable {
                 version, Option.empty(), Option.empty(), false, storeConf, hadoopConf.value(), false);
     }
 
-    /** Close the stores of this checkpoint loaded in this JVM (the driver's, in local mode). */
+    /** Close this checkpoint's stores of this name loaded in this JVM (the driver's, in local mode). */
     void unload(int partitions) {
         for (int p = 0; p < partitions; p++) {
             StateStore$.MODULE$.removeFromLoadedProvidersAndClose(providerId(p), Option.empty());
         }
-    }
-
-    static UnsafeRow copyOf(UnsafeRow row) {
-        return row == null ? null : row.copy();
     }
 }

@@ -16,8 +16,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  * two fields are (value, ts). Kinds: {@link #TABLE}, a plain table's latest value per key and its ts;
  * {@link #CLOCK}, a (topic, partition) queue's max timestamp so far (the batch order's carry-over), in
  * {@code ts}; {@link #VERSIONS}, a versioned table's versions of a key; {@link #BUFFER}, the grace buffer
- * (one row, key ""); {@link #TIME}, the task's named stream times, in {@code ts}. All of a task's rows are
- * committed together, as one version.
+ * (one row, key ""); {@link #TIME}, the task's named stream times, in {@code ts}; {@link #AGGREGATE}, a
+ * group's running total and max ts (an aggregate's store). All of a task's rows are committed together, as
+ * one version.
  */
 final class TaskState implements BatchOrder.Clocks {
     static final int TABLE = 0;
@@ -25,6 +26,7 @@ final class TaskState implements BatchOrder.Clocks {
     static final int VERSIONS = 2;
     static final int BUFFER = 3;
     static final int TIME = 4;
+    static final int AGGREGATE = 5;
 
     private final StateStore store;
     private final UnsafeProjection keys;
