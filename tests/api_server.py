@@ -36,10 +36,13 @@ def copy_test_db(home: Path) -> Path:
     return home / "airflow.db"
 
 
-def tracebacks(log: Path) -> tuple[list[str], list[str]]:
-    """The tracebacks in an api-server's log, each as its lines up to the exception's: (those through the
-    plugin's code, the rest). The rest is Airflow's own (say SQLite's "database is locked" while a scheduler
-    writes), not a defect of the plugin's routes."""
+def tracebacks(log: Path, home: Path = PROJECT_HOME) -> tuple[list[str], list[str]]:
+    """The tracebacks in an api-server's log, each as its lines up to the exception's: (those with a frame in
+    the project's code under ``home``, the rest). The rest is Airflow's own (say SQLite's "database is locked"
+    while a scheduler writes), not a defect of the plugin's routes. A frame is matched by its file's path, not
+    by the word "streamjoin": a clone named so holds the venv, and so every one of Airflow's frames, too."""
+    roots = {str(path) for path in (home, home.resolve())}
+    ours_marks = tuple(f'File "{root}/{part}/' for root in roots for part in ("plugins", "dags", "jobs"))
     ours: list[str] = []
     others: list[str] = []
     block: list[str] | None = None
@@ -50,7 +53,7 @@ def tracebacks(log: Path) -> tuple[list[str], list[str]]:
             block.append(line)
             if line and not line.startswith((" ", "\t", "Traceback", "During handling", "The above exception")):
                 text = "\n".join(block)
-                (ours if "/streamjoin/" in text else others).append(text)
+                (ours if any(mark in text for mark in ours_marks) else others).append(text)
                 block = None
     return ours, others
 
