@@ -132,3 +132,18 @@ def test_plan_is_frozen_data() -> None:
 def test_topic_specs_are_hashable() -> None:
     plan = plan_topics(load_spec(SEED))
     assert len(set(plan.topics)) == len(plan.topics)
+
+
+def test_an_exactly_once_pipeline_gets_its_one_partition_compacted_marker_topic() -> None:
+    at_least_once = plan_topics(spec_for("stream-table", "left", "stream", "table"))
+    assert TopicRole.BATCH_MARKERS not in {t.role for t in at_least_once.topics}
+    spec = spec_for("stream-table", "left", "stream", "table", output={"delivery": "exactly_once"})
+    markers = plan_topics(spec).topic("p-batch-markers")
+    assert (markers.role, markers.partitions, markers.compacted) == (TopicRole.BATCH_MARKERS, 1, True)
+
+
+def test_delivery_is_set_on_the_pipelines_output_not_the_aggregates() -> None:
+    output = {"topic": "agg", "delivery": "exactly_once"}
+    aggregate = {"group_by": {"expr": "value"}, "reduce": "count", "output": output}
+    with pytest.raises(SpecError, match=r"aggregate\.output\.delivery.*covers every topic"):
+        spec_for("stream-table", "left", "stream", "table", aggregate=aggregate)

@@ -194,10 +194,20 @@ class FileSink(_Model):
     format: str = Field(default="parquet", pattern="^(parquet|json)$")
 
 
+class Delivery(StrEnum):
+    """How the pipeline's Kafka outputs survive a crash (its files are exactly once either way)."""
+
+    AT_LEAST_ONCE = "at_least_once"  # a batch written again after a crash is on the topics twice
+    EXACTLY_ONCE = "exactly_once"  # transactions: consumers with isolation.level=read_committed see it once
+
+
 class Sink(_Model):
     topic: TopicName | None = None
     value_format: Format = Format.JSON
     files: FileSink | None = None
+    #: set on the pipeline's ``output``: it covers every topic the pipeline writes (the aggregate's, the dead
+    #: letters' too)
+    delivery: Delivery = Delivery.AT_LEAST_ONCE
 
 
 class Emit(StrEnum):
@@ -300,6 +310,15 @@ class PipelineSpec(_Model):
         """The internal topic input ``name`` is repartitioned into (whether or not it asks to be)."""
         return f"{self.name}-{name}-repartition"
 
+    @property
+    def exactly_once(self) -> bool:
+        return self.output.delivery is Delivery.EXACTLY_ONCE
+
+    @property
+    def marker_topic(self) -> str:
+        """The topic an exactly-once pipeline's write tasks mark their committed batches on."""
+        return f"{self.name}-batch-markers"
+
     def input_by_topic(self, topic: str) -> tuple[str, Input]:
         for name, spec in self.inputs.items():
             if spec.topic == topic:
@@ -390,6 +409,11 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
                 "a scalar can be written as 'string' or 'long'",
             )
         )
+    if spec.aggregate is not None and spec.aggregate.output.delivery is not Delivery.AT_LEAST_ONCE:
+        problems.append(
+            ("aggregate.output.delivery", spec.aggregate.output.delivery.value,
+             "unset: output.delivery covers every topic of the pipeline, the aggregate's included"),
+        )  # fmt: skip
     if spec.output.topic is None and spec.output.files is None and spec.aggregate is None:
         problems.append(("output", None, "an output topic or files, or an aggregate"))
     return problems

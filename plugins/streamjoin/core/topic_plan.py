@@ -17,6 +17,8 @@ dead letters       ``dead-letter``                 delete, 14 days  ``kafka.part
 repartitioned      ``repartition``                 as its input's   the co-partition group's: an existing
 input's internal                                                    member's count, else ``kafka.partitions``
 topic
+batch markers      ``batch-markers``               compact          1 (``output.delivery: exactly_once``: each
+                                                                    write task's last committed batch)
 =================  ==============================  ===============  ==========================================
 
 Why a co-partition group: a key-based join reads partition *p* of both inputs in the same task, so both
@@ -57,6 +59,7 @@ class TopicRole(StrEnum):
     AGGREGATE_OUTPUT = "aggregate-output"
     DEAD_LETTER = "dead-letter"
     REPARTITION = "repartition"
+    BATCH_MARKERS = "batch-markers"
 
 
 _INPUT_ROLES = {
@@ -198,6 +201,9 @@ def plan_topics(spec: PipelineSpec) -> TopicPlan:
     topics.append(
         topic(spec.dead_letter_topic, TopicRole.DEAD_LETTER, DELETE, **{"retention.ms": str(DEAD_LETTER_RETENTION_MS)})
     )
+    if spec.exactly_once:
+        markers = topic(spec.marker_topic, TopicRole.BATCH_MARKERS, COMPACT)
+        topics.append(replace(markers, partitions=1))
     _check_unique(spec.name, topics)
     return TopicPlan(spec.name, tuple(topics))
 

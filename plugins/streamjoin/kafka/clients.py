@@ -125,7 +125,7 @@ def _partitions(kafka: KafkaClientConfig, topic: str, timeout: float) -> list[in
 
 
 def consume_all(
-    kafka: KafkaTarget, topic: str, timeout: float = 30.0, expected: int | None = None
+    kafka: KafkaTarget, topic: str, timeout: float = 30.0, expected: int | None = None, *, committed_only: bool = True
 ) -> list[ConsumedRecord]:
     """Read ``topic`` from the beginning, without a consumer group's committed offsets.
 
@@ -136,6 +136,8 @@ def consume_all(
     :param topic: the topic to read
     :param timeout: seconds in all
     :param expected: the number of records to wait for
+    :param committed_only: read committed (transactions' records once committed, never an aborted one: what
+        a consumer of an ``exactly_once`` pipeline must do); False also returns open and aborted ones
     :return: the records, ordered by partition, then offset
     :raises ConsumeTimeoutError: not all expected records (or not the ends) within ``timeout``
     """
@@ -151,6 +153,7 @@ def consume_all(
             "auto.offset.reset": "earliest",
             "socket.timeout.ms": 10_000,
             "fetch.wait.max.ms": 100,  # an idle partition answers in 0.1 s, not 0.5 s: the end is seen sooner
+            "isolation.level": "read_committed" if committed_only else "read_uncommitted",
         }
     )
     records: list[ConsumedRecord] = []

@@ -7,7 +7,8 @@ would be spread over every batch, and early stream records would miss their tabl
 is a prefix of Kafka Streams' processing order (:mod:`streamjoin.core.batch_plan`), so the output does not
 depend on the batch size. Exactly once across a crash: batch N's offsets are logged before it runs (a
 restart runs the very same batch again), its state and files are written under N, and ``commits/N`` marks
-it done (:class:`streamjoin.core.job_files.OffsetLog`); the Kafka output is at least once.
+it done (:class:`streamjoin.core.job_files.OffsetLog`); the Kafka output is at least once, or exactly once with
+``output.delivery: exactly_once`` (:func:`~streamjoin.spark.sinks.write_kafka_transactions`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,15 @@ from streamjoin.spark.hadoop_storage import storage_for
 from streamjoin.spark.heartbeat import Heartbeat
 from streamjoin.spark.repartition import Repartitioner
 from streamjoin.spark.shapes import spark_shape
-from streamjoin.spark.sinks import dead_letter_rows, file_rows, kafka_rows, write_files, write_kafka
+from streamjoin.spark.sinks import (
+    close_transactional_producers,
+    dead_letter_rows,
+    file_rows,
+    kafka_rows,
+    write_files,
+    write_kafka,
+    write_kafka_transactions,
+)
 from streamjoin.spark.source import read_offsets
 from streamjoin.spark.templates import templated
 
@@ -74,11 +83,15 @@ class JobSettings:
 class BatchWriter:
     """One micro-batch in, all outputs and the new state out."""
 
-    def __init__(self, spark: SparkSession, spec: PipelineSpec, settings: JobSettings, storage: Storage) -> None:
-        self.spark, self.spec, self.settings = spark, spec, settings
+    def __init__(
+        self, spark: SparkSession, spec: PipelineSpec, settings: JobSettings, storage: Storage, query_id: str
+    ) -> None:
+        self.spark, self.spec, self.settings, self.query_id = spark, spec, settings, query_id
         self.store = state_store(join(settings.durable_root(spec), "state"), storage)
         #: the counts of the last batch: the heartbeat reports them
         self.last_counts = BatchCounts()
+        #: exactly once: the first batch a driver writes may be one an earlier driver wrote before it died
+        self._check_markers = True
 
     def __call__(self, raw: DataFrame, batch_id: int) -> BatchSummary:
         """Run and write batch ``batch_id``; returns its summary (rows, each partition's max timestamp)."""
@@ -127,7 +140,13 @@ class BatchWriter:
         rows = to_kafka[0]
         for frame in to_kafka[1:]:
             rows = rows.unionByName(frame)
-        write_kafka(rows, self.settings.bootstrap)
+        if spec.exactly_once:
+            written = write_kafka_transactions(rows, self.settings.bootstrap, spec, self.query_id, batch_id,
+                                               check_markers=self._check_markers)  # fmt: skip
+            self._check_markers = False
+            log.info("batch %s: Kafka transactions %s", batch_id, written)
+        else:
+            write_kafka(rows, self.settings.bootstrap)
         # counts without a pass over uncached frames (an Observation on the Kafka write never completes):
         # a left lookup join emits exactly one result per good stream record
         left_lookup = shape.lookup and spec.join.kind is Kind.LEFT
@@ -139,6 +158,12 @@ class BatchWriter:
         dead.unpersist()
         results.unpersist()
         return counts
+
+    def close(self) -> None:
+        """Close the state store and, exactly once, this JVM's transactional producers of the pipeline."""
+        self.store.close()
+        if self.spec.exactly_once:
+            close_transactional_producers(self.spark, self.spec)
 
     def _report(self, batch_id: int, counts: BatchCounts, seconds: float) -> None:
         line = {"pipeline": self.spec.name, "batch_id": batch_id, "seconds": round(seconds, 3), **counts.as_record()}
@@ -173,7 +198,9 @@ class StreamJob:
                           self.kafka, settings.starting_offsets)
             for item in moved
         ]  # fmt: skip
-        self.writer = BatchWriter(spark, spec, settings, storage)
+        if spec.exactly_once:  # a missing marker topic is an error naming it, before any batch
+            self.kafka.partitions([spec.marker_topic])
+        self.writer = BatchWriter(spark, spec, settings, storage, self.offset_log.query_id())
         self.heartbeat = Heartbeat(
             self.files, spec.name, self.offset_log.query_id(), str(uuid.uuid4()), spark.sparkContext.uiWebUrl
         )
@@ -225,7 +252,7 @@ class StreamJob:
             stop.set()
             renewer.join()
             self.lease.release()
-            self.writer.store.close()
+            self.writer.close()
 
     def _renew(self, stop: threading.Event) -> None:
         while not stop.wait(self.lease.ttl / 3):

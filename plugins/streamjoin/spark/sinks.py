@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from streamjoin.core.output_columns import AGGREGATE_COLUMNS, JOINED_COLUMNS
-from streamjoin.core.spec import Format, Sink
+from streamjoin.core.spec import Format, PipelineSpec, Sink
 from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 from streamjoin.spark.events import ORDER
 from streamjoin.spark.projection import is_json_text
@@ -103,6 +105,36 @@ def write_kafka(rows: DataFrame, kafka: KafkaTarget) -> None:
     """Write Kafka-shaped rows (``key, value, topic[, headers]``) to the cluster, security settings included."""
     options = KafkaClientConfig.of(kafka).spark_options()
     rows.write.format("kafka").options(**options).options(**PRODUCER_OPTIONS).save()
+
+
+def write_kafka_transactions(
+    rows: DataFrame, kafka: KafkaTarget, spec: PipelineSpec, query_id: str, batch_id: int, *, check_markers: bool
+) -> str:
+    """Write Kafka-shaped rows (``key, value, topic, headers``) exactly once (``output.delivery:
+    exactly_once``): a transaction per write task with its batch marker on ``spec.marker_topic``; a task whose
+    marker says the batch is committed sends nothing again (``java/kernel``'s ``TransactionalWriter``).
+
+    :param query_id: the checkpoint's query id (a marker of another checkpoint's batch N is not this one's)
+    :param check_markers: every task looks for its marker first (a driver's first batch may be a rerun)
+    :return: ``tasks=T sent=S skipped=K``
+    """
+    producer = {key.removeprefix("kafka."): value for key, value in PRODUCER_OPTIONS.items()}
+    settings = {**KafkaClientConfig.of(kafka).java(), **producer}
+    writer = _transactional_writer(rows.sparkSession)
+    frame = rows.select("key", "value", "topic", "headers")
+    return str(writer.write(rows.sparkSession._jsparkSession, frame._jdf, settings, spec.name, spec.marker_topic,
+                            query_id, batch_id, check_markers))  # fmt: skip
+
+
+def close_transactional_producers(spark: SparkSession, spec: PipelineSpec) -> None:
+    """Close the producers of :func:`write_kafka_transactions` that the driver's JVM keeps (local mode)."""
+    _transactional_writer(spark).close(spec.name)
+
+
+def _transactional_writer(spark: SparkSession) -> Any:
+    from streamjoin.spark.kernel import java_class
+
+    return java_class(spark, "dev.streamjoin.kernel.TransactionalWriter")
 
 
 def file_rows(results: DataFrame) -> DataFrame:

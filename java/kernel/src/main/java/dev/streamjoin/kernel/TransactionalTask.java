@@ -1,0 +1,159 @@
+package dev.streamjoin.kernel;
+
+import java.io.Serializable;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.function.VoidFunction;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.util.LongAccumulator;
+
+/**
+ * One task of {@link TransactionalWriter}: its rows and its marker in one transaction of the producer
+ * {@code streamjoin-<pipeline>-<task>}. The producer is kept per executor between batches (one
+ * {@code initTransactions} per producer, which fences an earlier attempt's producer of the same id and
+ * aborts its open transaction); a failed task's producer is dropped, so its retry starts a fresh one.
+ */
+final class TransactionalTask implements VoidFunction<Iterator<InternalRow>>, Serializable {
+    private static final long serialVersionUID = 1L;
+    /** A crash point for tests, {@code <mid_transaction|after_commit>:<batch>:<task>} (a system property). */
+    static final String FAULT = "streamjoin.kernel.fault";
+    private static final Map<String, KafkaProducer<byte[], byte[]>> PRODUCERS = new ConcurrentHashMap<>();
+
+    private final HashMap<String, String> settings;
+    private final String pipeline;
+    private final String markerTopic;
+    private final String query;
+    private final long batch;
+    private final int tasks;
+    private final boolean checkMarkers;
+    private final LongAccumulator sent;
+    private final LongAccumulator skipped;
+
+    TransactionalTask(HashMap<String, String> settings, String pipeline, String markerTopic, String query, long batch,
+                      int tasks, boolean checkMarkers, LongAccumulator sent, LongAccumulator skipped) {
+        this.settings = settings;
+        this.pipeline = pipeline;
+        this.markerTopic = markerTopic;
+        this.query = query;
+        this.batch = batch;
+        this.tasks = tasks;
+        this.checkMarkers = checkMarkers;
+        this.sent = sent;
+        this.skipped = skipped;
+    }
+
+    @Override
+    public void call(Iterator<InternalRow> rows) {
+        if (!rows.hasNext()) {
+            return;  // nothing to send, now or in any attempt: no transaction, no marker
+        }
+        TaskContext context = TaskContext.get();
+        int task = context.partitionId();
+        boolean retried = context.attemptNumber() > 0 || context.stageAttemptNumber() > 0;
+        String id = "streamjoin-" + pipeline + "-" + task;
+        String cacheKey = id + " " + settings;
+        if (retried) {
+            drop(cacheKey);
+        }
+        if ((checkMarkers || retried) && committedBefore(task)) {
+            rows.forEachRemaining(row -> { });  // the batch's state is still built by reading its rows
+            skipped.add(1);
+            return;
+        }
+        KafkaProducer<byte[], byte[]> producer = PRODUCERS.computeIfAbsent(cacheKey, key -> open(id));
+        String fault = System.getProperty(FAULT, "");
+        try {
+            producer.beginTransaction();
+            long count = 0;
+            while (rows.hasNext()) {
+                producer.send(record(rows.next()));
+                count++;
+            }
+            if (fault.equals("mid_transaction:" + batch + ":" + task)) {
+                producer.flush();  // the task's records on the broker, in its open transaction
+                PRODUCERS.remove(cacheKey);
+                producer.close(Duration.ZERO);  // as a killed process leaves it: no abort
+                throw new IllegalStateException("test fault " + fault + ": the task died mid-transaction");
+            }
+            producer.send(BatchMarkers.record(markerTopic, task, new BatchMarkers.Marker(query, batch, tasks)));
+            producer.commitTransaction();
+            sent.add(count);
+            if (fault.equals("after_commit:" + batch + ":" + task)) {
+                throw new IllegalStateException("test fault " + fault + ": the task died after its commit");
+            }
+        } catch (RuntimeException e) {
+            drop(cacheKey);  // a graceful close aborts an open transaction; a retry starts a fresh producer
+            throw e;
+        }
+    }
+
+    /** Whether this task's marker says batch {@link #batch} (or a later one) is committed. */
+    private boolean committedBefore(int task) {
+        BatchMarkers.Marker marker = BatchMarkers.read(new HashMap<String, Object>(settings), markerTopic, task, query);
+        if (marker.batch() == batch && marker.tasks() != tasks) {
+            throw new IllegalStateException("pipeline " + pipeline + ": batch " + batch + " was written by "
+                    + marker.tasks() + " tasks and runs again in " + tasks + ": its Kafka output cannot be kept "
+                    + "exactly once (a person must act: reprocess the affected days)");
+        }
+        return marker.batch() >= batch;
+    }
+
+    private KafkaProducer<byte[], byte[]> open(String id) {
+        Map<String, Object> config = new HashMap<>(settings);
+        config.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, id);
+        config.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        config.put(ProducerConfig.ACKS_CONFIG, "all");
+        config.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        config.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(config);
+        producer.initTransactions();
+        return producer;
+    }
+
+    /** Close this JVM's producers of {@code pipeline} (its job ends). */
+    static void closeAll(String pipeline) {
+        String prefix = "streamjoin-" + pipeline + "-";
+        for (String cacheKey : PRODUCERS.keySet()) {
+            if (cacheKey.startsWith(prefix)) {
+                drop(cacheKey);
+            }
+        }
+    }
+
+    private static void drop(String cacheKey) {
+        KafkaProducer<byte[], byte[]> producer = PRODUCERS.remove(cacheKey);
+        if (producer != null) {
+            producer.close(Duration.ofSeconds(5));
+        }
+    }
+
+    private static ProducerRecord<byte[], byte[]> record(InternalRow row) {
+        byte[] key = row.isNullAt(0) ? null : row.getBinary(0);
+        byte[] value = row.isNullAt(1) ? null : row.getBinary(1);
+        String topic = row.getUTF8String(2).toString();
+        List<Header> headers = new ArrayList<>();
+        if (!row.isNullAt(3)) {
+            ArrayData array = row.getArray(3);
+            for (int i = 0; i < array.numElements(); i++) {
+                InternalRow header = array.getStruct(i, 2);
+                headers.add(new RecordHeader(header.getUTF8String(0).toString(),
+                        header.isNullAt(1) ? null : header.getBinary(1)));
+            }
+        }
+        return new ProducerRecord<>(topic, null, null, key, value, headers);
+    }
+}
