@@ -24,12 +24,14 @@ printed, with the ratio streamjoin / Kafka Streams of the same run.
 
 Variants (``--variants``) and their Kafka Streams counterparts (``bench/kafka-streams``): ``baseline``
 (streamjoin's job shape, Kafka batch reads of offset ranges and the Kafka sink, copying the clicks / a
-``stream(clicks).to(out)`` topology), ``join`` (clicks leftJoin regions), ``join+sum/batch`` (+ per-region
-sum, one update per region and micro-batch / Kafka Streams' default record cache), ``join+sum`` (one sum
-update per click / no record cache), ``stream-stream`` (views x clicks, 10 s window, inner). Rates are
-input records per second over a backlog (streamjoin: ``run_stream`` with ``available_now``, batches of at
-most ``--max-per-trigger`` offsets, no pause between batches). ``--max-per-trigger`` takes a comma list:
-all variants run at the first size, ``--more-sizes-variants`` (default ``join``) at the others.
+``stream(clicks).to(out)`` topology), ``join`` (clicks leftJoin regions), ``join/eos`` (the same, exactly
+once: ``output.delivery: exactly_once`` / ``processing.guarantee=exactly_once_v2``; outputs read committed),
+``join+sum/batch`` (+ per-region sum, one update per region and micro-batch / Kafka Streams' default record
+cache), ``join+sum`` (one sum update per click / no record cache), ``stream-stream`` (views x clicks, 10 s
+window, inner). Rates are input records per second over a backlog (streamjoin: ``run_stream`` with
+``available_now``, batches of at most ``--max-per-trigger`` offsets, no pause between batches).
+``--max-per-trigger`` takes a comma list: all variants run at the first size, ``--more-sizes-variants``
+(default ``join``) at the others.
 
 Per-batch times come from the job's ``streamjoin batch {...}`` lines: batches without join results (the
 table being loaded) apart from the others, against the table's size (``--users``, e.g. 10_000_000).
@@ -72,10 +74,14 @@ KS_BUILD = HOME / "bench/kafka-streams/build.sh"
 KS_WORKLOAD = {
     "baseline": "copy",
     "join": "join",
+    "join/eos": "join",
     "join+sum/batch": "join-sum",
     "join+sum": "join-sum-nocache",
     "stream-stream": "stream-stream",
 }
+#: variants whose Kafka output is exactly once: ours ``output.delivery: exactly_once``, Kafka Streams'
+#: ``processing.guarantee=exactly_once_v2``
+EXACTLY_ONCE = {"join/eos"}
 #: marks the line on which a child process hands a result to the parent
 RESULT = "BENCH_RESULT "
 READY = "BENCH_READY"
@@ -114,7 +120,14 @@ def output_topics(variant: str, out_suffix: str) -> dict[str, str]:
     topics = {"enriched": "enriched-clicks" + out_suffix, "dead": "clicks-per-region-dlq" + out_suffix}
     if variant.startswith("join+sum"):
         topics["aggregate"] = "clicks-per-region" + out_suffix
+    if variant in EXACTLY_ONCE:
+        topics["markers"] = f"{pipeline_name(out_suffix)}-batch-markers"
     return topics
+
+
+def pipeline_name(out_suffix: str) -> str:
+    """The pipeline's name in a run: its own, so are its exactly-once markers and transactional ids."""
+    return "clicks_per_region" + out_suffix.replace("-", "_")
 
 
 # --- specs -----------------------------------------------------------------------------------------------
@@ -130,6 +143,9 @@ def bench_spec(suffix: str, out_suffix: str, variant: str, max_per_trigger: int)
     data["trigger"]["processing_time"] = 0  # over a backlog: no pause between batches
     data["output"]["files"] = None
     data["quality"] = None
+    data["name"] = pipeline_name(out_suffix)
+    if variant in EXACTLY_ONCE:
+        data["output"]["delivery"] = "exactly_once"
     if variant.startswith("join+sum"):
         data["aggregate"]["output"]["topic"] += out_suffix
         data["aggregate"]["output"]["files"] = None
@@ -378,6 +394,8 @@ def kafka_streams_child(args: argparse.Namespace, suffix: str, variant: str, exp
                "--expect-count", str(pairs if variant == "stream-stream" else expected.clicks)]  # fmt: skip
     if args.ks_max_task_idle_ms is not None:
         command += ["--max-task-idle-ms", str(args.ks_max_task_idle_ms)]
+    if variant in EXACTLY_ONCE:
+        command += ["--guarantee", "exactly_once_v2"]
     if workload == "join-sum":
         command += ["--expect-totals", ",".join(f"{k}={v}" for k, v in sorted(expected.totals.items()))]
     if workload == "join-sum-nocache":
@@ -402,6 +420,7 @@ class Checker:
             .option("subscribe", topic)
             .option("startingOffsets", "earliest")
             .option("endingOffsets", "latest")
+            .option("kafka.isolation.level", "read_committed")  # exactly-once runs' aborted records are not output
             .load()
         )
 

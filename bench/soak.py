@@ -9,9 +9,10 @@ The job reads and writes through the broker's SASL_SSL listener (SCRAM-SHA-512, 
 sink (``streamjoin.localdev.alert_sink``) run here, through the project's default alert file.
 
 Then: 0 lost and 0 duplicated records in the file output (exactly once), the Kafka output's duplicates
-counted (at least once), the rate the producer held, and per fault the time to recover (fault -> the first
-batch with rows committed by a driver started after it) or, for the revocation, the seconds to the failed task
-and to the alert, and the alerts each fault produced. A line per run goes to ``bench/soak_results.jsonl``.
+counted, read committed (at least once; ``--delivery exactly_once``: 0 required), the rate the producer held,
+and per fault the time to recover (fault -> the first batch with rows committed by a driver started after it)
+or, for the revocation, the seconds to the failed task and to the alert, and the alerts each fault produced. A
+line per run goes to ``bench/soak_results.jsonl``.
 
     python bench/soak.py --minutes 10 --rate 5000 --kills 3 --outage 20 --port 29192
 
@@ -49,7 +50,7 @@ from streamjoin.localdev.kafka_broker import KafkaBroker  # noqa: E402
 RESULTS = HOME / "bench" / "soak_results.jsonl"
 
 
-def write_spec(directory: Path, name: str, max_batch: int = 2000) -> Path:
+def write_spec(directory: Path, name: str, max_batch: int = 2000, delivery: str = "at_least_once") -> Path:
     topics = {"clicks": f"soak-clicks-{name}", "regions": f"soak-regions-{name}", "out": f"soak-enriched-{name}"}
     spec = {
         "name": name,
@@ -79,6 +80,7 @@ def write_spec(directory: Path, name: str, max_batch: int = 2000) -> Path:
             "topic": topics["out"],
             "value_format": "json",
             "files": {"path": f"var/soak/{name}/enriched", "format": "json"},
+            "delivery": delivery,
         },
         "dead_letter_topic": f"soak-dlq-{name}",
         "trigger": {"processing_time": "1s", "max_offsets_per_trigger": max_batch},
@@ -370,6 +372,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-batch", type=int, default=100_000, help="the spec's max_offsets_per_trigger")
     parser.add_argument("--reauth-ms", type=int, default=10_000, help="the broker's connections.max.reauth.ms")
     parser.add_argument("--no-revoke", action="store_true", help="no terminal fault at the end")
+    parser.add_argument(
+        "--delivery",
+        choices=("at_least_once", "exactly_once"),
+        default="at_least_once",
+        help="the spec's output.delivery: exactly_once must leave no duplicate on Kafka either",
+    )
     parser.add_argument("--catch-up", type=float, default=900.0, help="seconds to wait for the job to catch up")
     args = parser.parse_args(argv)
 
@@ -396,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
 
     name = f"soak_{uuid.uuid4().hex[:6]}"
     (HOME / "var" / "soak").mkdir(parents=True, exist_ok=True)
-    spec_path = write_spec(HOME / "var" / "soak", name, args.max_batch)
+    spec_path = write_spec(HOME / "var" / "soak", name, args.max_batch, args.delivery)
     spec = load_spec(spec_path)
     out_root = HOME / "var" / "soak" / name / "enriched"
     alerts = AlertLog(alert_port, HOME / "var" / "soak" / name / "alerts.jsonl")
@@ -536,8 +544,9 @@ def main(argv: list[str] | None = None) -> int:
     done = {int(p): int(o) for p, o in (status.end_offsets.get(topic, {}) if status else {}).items()}
     processed = {(p, o) for p, o in expected if o < done.get(p, 0)}
     rows = file_coordinates(out_root)
-    kafka_out = consume_all(bootstrap, spec.output.topic or "", timeout=900)
+    kafka_out = consume_all(bootstrap, spec.output.topic or "", timeout=900)  # read committed
     clicks = [json.loads(r.value)["click"] for r in kafka_out if r.value]
+    uncommitted = consume_all(bootstrap, spec.output.topic or "", timeout=900, committed_only=False)
     result = {
         "pipeline": name, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)), "minutes": args.minutes,
         "rate": args.rate, **producer.achieved(), "produced": producer.sent,
@@ -547,7 +556,8 @@ def main(argv: list[str] | None = None) -> int:
         "file_lost": len(processed - set(rows)), "file_duplicates": len(rows) - len(set(rows)),
         "file_unexpected": len(set(rows) - processed), "kafka_out_records": len(clicks),
         "kafka_out_distinct": len(set(clicks)), "kafka_out_duplicates": len(clicks) - len(set(clicks)),
-        "kafka_out_missing": len(processed) - len(set(clicks)),
+        "kafka_out_missing": len(processed) - len(set(clicks)), "delivery": args.delivery,
+        "kafka_out_records_read_uncommitted": len(uncommitted),
         "restarts": len(files.supervisor().restarts), "owner_events": [e.event for e in owner.events],
         "faults": faults, "caught_up_after_end_s": caught_up_s,
         "owner_error": None if owner.error is None else str(owner.error)[:300], "alert_error": owner.alert_error,
@@ -559,6 +569,8 @@ def main(argv: list[str] | None = None) -> int:
     alerts.server.shutdown()
     ok = result["file_lost"] == 0 and result["file_duplicates"] == 0 and result["kafka_out_missing"] == 0
     ok = ok and result["file_unexpected"] == 0 and result["not_processed"] == 0
+    if args.delivery == "exactly_once":
+        ok = ok and result["kafka_out_duplicates"] == 0
     if terminal:
         ok = ok and terminal["alert_s"] is not None and owner.error is not None
     print("PASS" if ok else "FAIL", flush=True)

@@ -21,11 +21,13 @@ from typing import Any
 import pytest
 
 from job_crash import Crash, crashing_job
+from streamjoin.core.batch_plan import by_topic
 from streamjoin.core.codec import decode
 from streamjoin.core.spec import Format, PipelineSpec, parse_spec
 from streamjoin.core.topic_plan import plan_topics
 from streamjoin.kafka.admin import ensure_topics
 from streamjoin.kafka.clients import ConsumedRecord, consume_all
+from streamjoin.kafka.offsets import KafkaOffsets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_stream_job_backlog import CLICKS, REGIONS, USERS, backlog, produce, seed_spec
@@ -60,6 +62,7 @@ def test_a_killed_driver_leaves_each_result_and_update_once_on_the_topics_read_c
     from py4j.protocol import Py4JJavaError
 
     from streamjoin.spark.job import JobSettings, StreamJob
+    from streamjoin.spark.source import read_offsets
 
     spec = exactly_once_spec(tmp_path)
     assert spec.aggregate is not None and spec.output.topic and spec.aggregate.output.topic
@@ -104,3 +107,11 @@ def test_a_killed_driver_leaves_each_result_and_update_once_on_the_topics_read_c
     raw = consume_all(kafka_bootstrap, spec.output.topic, timeout=60, committed_only=False)
     assert len(raw) > CLICKS, "the aborted transaction's records should be on the topic, hidden from read committed"
     assert len(consume_all(kafka_bootstrap, spec.dead_letter_topic, timeout=30)) == 0
+
+    # a pipeline reading this output (Spark's Kafka source as the job reads its inputs, up to the planner's
+    # latest offsets) sees each result once, across the aborted records and the transactions' markers
+    offsets = KafkaOffsets(kafka_bootstrap)
+    partitions = offsets.partitions([spec.output.topic])
+    downstream = read_offsets(spark, kafka_bootstrap, by_topic(offsets.earliest(partitions)),
+                              by_topic(offsets.latest(partitions)))  # fmt: skip
+    assert downstream.count() == CLICKS

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Sequence
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ListOffsetsResultInfo, OffsetSpec
 
 from streamjoin.core.batch_plan import TopicPartition as TP
@@ -65,7 +65,10 @@ class KafkaOffsets:
         if not partitions:
             return {}
         request = {TopicPartition(topic, partition): spec for topic, partition in partitions}
-        futures = self.admin.list_offsets(request, request_timeout=self.timeout)
+        # the latest offset read committed: a transactional writer's open transaction is not there yet
+        futures = self.admin.list_offsets(
+            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=self.timeout
+        )
         found = {}
         for tp, future in futures.items():
             try:

@@ -56,8 +56,10 @@ PRODUCER_OPTIONS = {
 }
 #: Consumer settings of Spark's Kafka source: fetch more per request than the 1 MiB default, and do not
 #: wait 500 ms (the default) on a fetch that reaches the end of a partition: the last batch of a backlog
-#: and every batch of a live stream read up to the end.
+#: and every batch of a live stream read up to the end. Read committed, as the planner's offsets are: an
+#: input written with transactions (another pipeline's exactly-once output) is read without its aborted records.
 CONSUMER_OPTIONS = {
+    "kafka.isolation.level": "read_committed",
     "kafka.max.partition.fetch.bytes": str(16 * 1024 * 1024),
     "kafka.fetch.max.bytes": str(64 * 1024 * 1024),
     "kafka.fetch.max.wait.ms": "10",

@@ -154,7 +154,8 @@ public final class KafkaStreamsBench {
         Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.AT_LEAST_ONCE);
+        // --guarantee exactly_once_v2: transactions, as the bench's join/eos variant compares
+        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, opts.getOrDefault("guarantee", StreamsConfig.AT_LEAST_ONCE));
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, Integer.parseInt(opts.getOrDefault("threads", "2")));
         props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir.toString());
         // the table's source topic is its changelog (no copy of the regions topic), as usually deployed
@@ -182,6 +183,23 @@ public final class KafkaStreamsBench {
             sum += info.offset();
         }
         return sum;
+    }
+
+    /** Whether consumer group {@code group}'s committed offsets of {@code topic} are at its end offsets. */
+    boolean inputCommitted(String group, String topic) throws Exception {
+        Map<TopicPartition, OffsetSpec> request = new HashMap<>();
+        for (var partition : admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions()) {
+            request.put(new TopicPartition(topic, partition.partition()), OffsetSpec.latest());
+        }
+        var committed = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+        for (var end : admin.listOffsets(request).all().get().entrySet()) {
+            var at = committed.get(end.getKey());
+            if (end.getValue().offset() > 0 && (at == null || at.offset() < end.getValue().offset())) {
+                return false;
+            }
+        }
+        Thread.sleep(50);
+        return true;
     }
 
     /** Records the app's consumers have read so far (inputs and repartition topics). */
@@ -239,9 +257,12 @@ public final class KafkaStreamsBench {
         long lastProgress = System.nanoTime();
         long lastSeen = -1;
         double lastConsumed = -1;
+        boolean transactions = !opts.getOrDefault("guarantee", StreamsConfig.AT_LEAST_ONCE).equals(StreamsConfig.AT_LEAST_ONCE);
         while (true) {
             count = endOffsets(output);
-            boolean ok = count >= expectCount;
+            // under exactly once the output's offsets count the transactions' markers too: done when the app's
+            // committed input offsets (committed with its output, in one transaction) reach the clicks' end
+            boolean ok = transactions ? inputCommitted(appId, required("clicks")) : count >= expectCount;
             if (totals) {
                 var records = reader.poll(Duration.ofMillis(50));
                 for (ConsumerRecord<String, Long> record : records) {

@@ -65,7 +65,8 @@ final class TransactionalTask implements VoidFunction<Iterator<InternalRow>>, Se
         int task = context.partitionId();
         boolean retried = context.attemptNumber() > 0 || context.stageAttemptNumber() > 0;
         String id = "streamjoin-" + pipeline + "-" + task;
-        String cacheKey = id + " " + settings;
+        // settings changed (a rotated password): another producer; the key does not hold the settings' secrets
+        String cacheKey = id + " " + settings.get("bootstrap.servers") + " " + Integer.toHexString(settings.hashCode());
         if (retried) {
             drop(cacheKey);
         }
