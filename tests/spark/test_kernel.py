@@ -31,7 +31,10 @@ from streamjoin.spark.kernel import ENGINE_ENV, KernelResults, runs_on_kernel, u
 from streamjoin.spark.replay import RAW_SCHEMA, _in_plan, _run, raw_rows, timestamps
 
 pytestmark = pytest.mark.spark
-KERNEL = [s for s in SCENARIOS if s.spec.join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE)]
+KERNEL = [
+    s for s in SCENARIOS if s.spec.join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE)
+    or (s.spec.join.shape is Shape.TABLE_TABLE and s.spec.aggregate is None)
+]  # fmt: skip
 
 
 @pytest.fixture

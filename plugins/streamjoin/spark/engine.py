@@ -33,7 +33,7 @@ from streamjoin.spark.events import (
     with_batch_order,
     with_file_order,
 )
-from streamjoin.spark.kernel import KERNEL_STATE, KernelResults, committed, join_stream_table, runs_on_kernel
+from streamjoin.spark.kernel import KERNEL_STATE, KernelResults, committed, kernel_join, runs_on_kernel
 from streamjoin.spark.kernel import aggregate as kernel_aggregate
 from streamjoin.spark.projection import is_json_text, joined_value
 from streamjoin.spark.serde import spark_type
@@ -120,7 +120,7 @@ def process_batch(
     cached: tuple[Unpersistable, ...]
     kernel = None
     if runs_on_kernel(spec):
-        kernel = join_stream_table(decoded, spec, state[KERNEL_STATE], file_order=file_order)
+        kernel = kernel_join(decoded, spec, state[KERNEL_STATE], file_order=file_order)
         # the kernel keeps the order's clocks with its table; the batch's counts only when asked for
         new_state: dict[str, Any] = {KERNEL_STATE: committed(spec, state[KERNEL_STATE])}
         events, results, cached = decoded, kernel.frame, (decoded, kernel)

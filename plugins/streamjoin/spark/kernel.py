@@ -4,7 +4,8 @@ rule with the shape's per-record rules, state in Spark's state store (RocksDB, c
 
 Which engine runs a batch is decided here, once: the kernel runs the shapes it has (stream-table inner/left,
 with a plain table or a versioned one and an optional grace; stream-globaltable inner/left, every task
-keeping a replica of the global table), and the aggregate after them (a second stage keyed by group, its
+keeping a replica of the global table; table-table inner/left/outer without an aggregate), and the aggregate
+after the stream-producing ones (a second stage keyed by group, its
 totals in the same store); other shapes run on the DataFrame engine. ``STREAMJOIN_ENGINE=
 dataframe`` runs every shape on the DataFrame engine (a checkpoint an earlier release wrote: its state is
 refused by the kernel, ``StateLayoutError``). The kernel's rows are join results in the DataFrame engine's
@@ -49,13 +50,15 @@ def engine() -> str:
 def runs_on_kernel(spec: PipelineSpec) -> bool:
     """Whether batches of ``spec`` run on the kernel: it has the shape and the setting does not say otherwise."""
     join = spec.join
-    shapes = (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE)
+    lookup = join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE) and join.kind in (Kind.INNER, Kind.LEFT)
+    # a table-table join's aggregate is a table aggregate (retractions), which the kernel does not have yet
+    tables = join.shape is Shape.TABLE_TABLE and spec.aggregate is None
     # a repartitioned input (or its internal topic, in the join's view) has the other side's partition count,
     # which the spec does not give: the kernel needs it as its task count, so these stay on the DataFrame engine
     repartitions = any(
         inp.repartition or inp.topic == spec.repartition_topic(name) for name, inp in spec.inputs.items()
     )
-    return join.shape in shapes and join.kind in (Kind.INNER, Kind.LEFT) and not repartitions and engine() == "kernel"
+    return (lookup or tables) and not repartitions and engine() == "kernel"
 
 
 @dataclass
@@ -78,11 +81,11 @@ class KernelResults:
             shutil.rmtree(self.temporary, ignore_errors=True)
 
 
-def join_stream_table(
+def kernel_join(
     decoded: DataFrame, spec: PipelineSpec, checkpoint: KernelCheckpoint, *, file_order: bool
 ) -> KernelResults:
     """One batch of decoded rows through the kernel's stream-table join (plain or versioned table, as the
-    spec says) or stream-globaltable join: the results (the DataFrame engine's
+    spec says), stream-globaltable or table-table join: the results (the DataFrame engine's
     columns: ``key, left, right, ts, matched, tomb_out, __sub, src_*, __task`` and ``ORDER``), lazily; the
     first action over them runs the batch and commits the stores at ``checkpoint.version + 1``."""
     spark = decoded.sparkSession
@@ -94,7 +97,10 @@ def join_stream_table(
     args = (spark._jsparkSession, decoded._jdf, root, checkpoint.version, partitions,
             file_order, spec.join.kind is Kind.INNER)  # fmt: skip
     versioned = spec.right.versioned
-    if versioned is None:
+    if spec.join.shape is Shape.TABLE_TABLE:
+        batch = _kernel(spark).tableTable(*args[:-1], spec.join.kind.value, spec.left.versioned is not None,
+                                          versioned is not None)  # fmt: skip
+    elif versioned is None:
         batch = _kernel(spark).streamTable(*args)
     else:
         long_keys = spec.left.key.format is Format.LONG

@@ -60,6 +60,23 @@ public final class Kernel {
                 new VersionedStreamTableRules(layout, inner, retention, grace, longKeys));
     }
 
+    /**
+     * A table-table join over one batch of decoded records; parameters as {@link #streamTable}, and:
+     *
+     * @param kind {@code inner}, {@code left} or {@code outer}
+     * @param versionedLeft the left input is versioned (an update older than its key's latest is ignored)
+     * @param versionedRight the same for the right input
+     */
+    public static KernelBatch tableTable(SparkSession session, Dataset<Row> decoded, String checkpoint,
+            long version, int partitions, boolean fileOrder, String kind, boolean versionedLeft,
+            boolean versionedRight) {
+        Dataset<Row> input = Layout.input(decoded);
+        Layout layout = new Layout(input.schema());
+        TableTableRules.Kind rule = TableTableRules.Kind.valueOf(kind.toUpperCase(java.util.Locale.ROOT));
+        return run(session, input, layout, checkpoint, version, partitions, fileOrder,
+                new TableTableRules(layout, rule, versionedLeft, versionedRight));
+    }
+
     private static KernelBatch run(SparkSession session, Dataset<Row> decoded, Layout layout, String checkpoint,
             long version, int partitions, boolean fileOrder, Rules rules) {
         StoreAdapter stores = new StoreAdapter(session, checkpoint, StoreAdapter.JOIN, TaskState.keySchema(),

@@ -29,6 +29,28 @@ final class Results {
         });
     }
 
+    /** The result of table update {@code at} (a table-table join): its coordinates are the update's. */
+    static InternalRow update(int task, Event at, Layout layout, UTF8String key, Object left, Object right, long ts,
+                              boolean tombstone) {
+        return new GenericInternalRow(new Object[] {
+            key,
+            left,
+            right,
+            ts,
+            left != null && right != null && !tombstone,
+            tombstone,
+            0,
+            at.row.getUTF8String(layout.topic),
+            at.partition,
+            at.offset,
+            task,
+            at.pos,
+            at.input,
+            at.partition,
+            at.offset,
+        });
+    }
+
     /** A stream record as a join result needs it: its key, value, ts and Kafka coordinates. */
     record Source(UTF8String key, Object left, long ts, UTF8String topic, int partition, long offset) {
         static Source of(Event event, Layout layout) {

@@ -17,7 +17,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * {@link #CLOCK}, a (topic, partition) queue's max timestamp so far (the batch order's carry-over), in
  * {@code ts}; {@link #VERSIONS}, a versioned table's versions of a key; {@link #BUFFER}, the grace buffer
  * (one row, key ""); {@link #TIME}, the task's named stream times, in {@code ts}; {@link #AGGREGATE}, a
- * group's running total and max ts (an aggregate's store). All of a task's rows are committed together, as
+ * group's running total and max ts (an aggregate's store); {@link #LEFT_TABLE}, a table-table join's left
+ * side ({@link TableTableRules}). All of a task's rows are committed together, as
  * one version.
  */
 final class TaskState implements BatchOrder.Clocks {
@@ -27,6 +28,7 @@ final class TaskState implements BatchOrder.Clocks {
     static final int BUFFER = 3;
     static final int TIME = 4;
     static final int AGGREGATE = 5;
+    static final int LEFT_TABLE = 6;
 
     private final StateStore store;
     private final UnsafeProjection keys;
