@@ -35,12 +35,13 @@ from streamjoin.spark.events import (
 )
 from streamjoin.spark.kernel import KERNEL_STATE, KernelResults, committed, kernel_join, runs_on_kernel
 from streamjoin.spark.kernel import aggregate as kernel_aggregate
+from streamjoin.spark.kernel import table_aggregate as kernel_table_aggregate
 from streamjoin.spark.projection import is_json_text, joined_value
 from streamjoin.spark.serde import spark_type
 from streamjoin.spark.shapes import spark_shape
 from streamjoin.spark.sinks import encode_key, encode_value
 from streamjoin.spark.state import StateStore, empty_states
-from streamjoin.spark.table_aggregate import PREVIOUS_SCHEMA, aggregate_table
+from streamjoin.spark.table_aggregate import PREVIOUS_SCHEMA, aggregate_table, kernel_staged_table_results
 from streamjoin.spark.templates import templated
 
 #: states of a few rows per partition, kept as JSON by the state store
@@ -142,11 +143,18 @@ def process_batch(
     aggregates = None
     aggregates_in_order = False
     if spec.aggregate is not None and kernel is not None:
-        staged = templated(results, f"staged {spec_json}", partial(staged_results, agg=spec.aggregate))
-        updates = kernel_aggregate(staged, spec, kernel, state[KERNEL_STATE].version, file_order=file_order)
+        version = state[KERNEL_STATE].version
+        if traits(join.shape).table_result:
+            stage = partial(kernel_staged_table_results, agg=spec.aggregate)
+            staged = templated(results, f"table staged {spec_json}", stage)
+            updates = kernel_table_aggregate(staged, spec, kernel, version, file_order=file_order)
+            rejected = lambda s: _result_letters(rejected_results(s.filter(F.col("__letter").isNotNull())), spec)  # noqa: E731
+        else:
+            staged = templated(results, f"staged {spec_json}", partial(staged_results, agg=spec.aggregate))
+            updates = kernel_aggregate(staged, spec, kernel, version, file_order=file_order)
+            rejected = lambda s: _result_letters(rejected_results(s), spec)  # noqa: E731
         aggregates, aggregates_in_order, cached = updates.frame, True, (*cached, updates)
-        letters = templated(staged, f"rejected {spec_json}", lambda s: _result_letters(rejected_results(s), spec))
-        dead_letters = dead_letters.unionByName(letters)
+        dead_letters = dead_letters.unionByName(templated(staged, f"rejected {spec_json}", rejected))
     elif spec.aggregate is not None and traits(join.shape).table_result:
         table_agg = aggregate_table(results, state["agg"], state["agg_previous"], spec.aggregate)
         aggregates = table_agg.rows.persist()

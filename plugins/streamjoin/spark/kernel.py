@@ -4,8 +4,8 @@ rule with the shape's per-record rules, state in Spark's state store (RocksDB, c
 
 Which engine runs a batch is decided here, once: the kernel runs the shapes it has (stream-table inner/left,
 with a plain table or a versioned one and an optional grace; stream-globaltable inner/left, every task
-keeping a replica of the global table; table-table inner/left/outer without an aggregate), and the aggregate
-after the stream-producing ones (a second stage keyed by group, its
+keeping a replica of the global table; table-table inner/left/outer), and the aggregate after them (a table
+aggregate, with subtraction, after a table-table join) (a second stage keyed by group, its
 totals in the same store); other shapes run on the DataFrame engine. ``STREAMJOIN_ENGINE=
 dataframe`` runs every shape on the DataFrame engine (a checkpoint an earlier release wrote: its state is
 refused by the kernel, ``StateLayoutError``). The kernel's rows are join results in the DataFrame engine's
@@ -51,8 +51,7 @@ def runs_on_kernel(spec: PipelineSpec) -> bool:
     """Whether batches of ``spec`` run on the kernel: it has the shape and the setting does not say otherwise."""
     join = spec.join
     lookup = join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE) and join.kind in (Kind.INNER, Kind.LEFT)
-    # a table-table join's aggregate is a table aggregate (retractions), which the kernel does not have yet
-    tables = join.shape is Shape.TABLE_TABLE and spec.aggregate is None
+    tables = join.shape is Shape.TABLE_TABLE
     # a repartitioned input (or its internal topic, in the join's view) has the other side's partition count,
     # which the spec does not give: the kernel needs it as its task count, so these stay on the DataFrame engine
     repartitions = any(
@@ -124,12 +123,28 @@ def aggregate(
     return KernelResults(DataFrame(batch.results(), spark), batch, spark, joined.partitions, joined.root)
 
 
+def table_aggregate(
+    staged: DataFrame, spec: PipelineSpec, joined: KernelResults, version: int, *, file_order: bool
+) -> KernelResults:
+    """The table aggregate's updates of one batch (``key, value, ts, __sub`` and ``ORDER``), from its staged join
+    results (``table_aggregate.kernel_staged_table_results``), lazily: each result subtracts its key's previous
+    contribution in its join task's store and adds its own; the reducer tasks keep the totals, as
+    :func:`aggregate`'s do."""
+    spark = staged.sparkSession
+    batch = _kernel(spark).tableAggregate(
+        spark._jsparkSession, staged._jdf, joined.root, version, joined.partitions, file_order
+    )
+    return KernelResults(DataFrame(batch.results(), spark), batch, spark, joined.partitions, joined.root)
+
+
 def committed(spec: PipelineSpec, checkpoint: KernelCheckpoint) -> KernelCommit:
     """The store files a batch from ``checkpoint`` commits (Spark's layout: ``<operator>/<partition>[/<store>]/
     <version>.changelog``), relative to the state root; none for a temporary checkpoint."""
     if checkpoint.root is None:
         return KernelCommit(())
-    stores = ["", *(["aggregate/"] if spec.aggregate is not None else [])]
+    stores = [""]
+    if spec.aggregate is not None:
+        stores += ["aggregate/", *(["previous/"] if spec.join.shape is Shape.TABLE_TABLE else [])]
     version = checkpoint.version + 1
     return KernelCommit(tuple(
         f"{KERNEL_DIR}/0/{partition}/{store}{version}.changelog" for partition in range(spec.kafka.partitions)

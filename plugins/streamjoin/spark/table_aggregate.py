@@ -48,16 +48,14 @@ class TableAggregateStep:
     previous: DataFrame
 
 
-def aggregate_table(results: DataFrame, state: DataFrame, previous: DataFrame, agg: Aggregate) -> TableAggregateStep:
-    """Totals per group over the batch's join results in (``ORDER``, ``__sub``) with subtraction.
-
-    :param state: carried totals (``group, total, max_ts``), as for stream aggregation.
-    :param previous: carried last value per result key (:data:`PREVIOUS_SCHEMA`).
-    """
+def staged_table_results(results: DataFrame, agg: Aggregate, *extra: str) -> DataFrame:
+    """Every join result with its ``group`` and ``amount`` (null for a tombstone) and ``reason`` (a live
+    result's null group or amount: it is dead-lettered), besides ``key, value, tomb_out, ts, __sub``, its
+    coordinates, ``ORDER`` and the ``extra`` columns."""
     amount = F.lit(1).cast("long") if agg.reduce is Reduce.COUNT else selector(agg.value, T.LongType())  # type: ignore[arg-type]
     live = ~F.col("tomb_out")
     coordinates = [c for c in ("__partition", "__offset") if c not in ORDER]
-    kept = ["key", "value", "tomb_out", "ts", "__sub", *coordinates, *ORDER]
+    kept = ["key", "value", "tomb_out", "ts", "__sub", *coordinates, *ORDER, *extra]
     # function selectors are Python UDFs, which run for every row they are given: only give them values
     values = results.filter(live).select(
         *kept, selector(agg.group_by, T.StringType()).alias("group"), amount.alias("amount")
@@ -65,9 +63,36 @@ def aggregate_table(results: DataFrame, state: DataFrame, previous: DataFrame, a
     tombstones = results.filter(~live).select(
         *kept, F.lit(None).cast("string").alias("group"), F.lit(None).cast("long").alias("amount")
     )
-    staged = values.unionByName(tombstones)
     reason = F.when(F.col("group").isNull(), F.lit("null-group")).when(F.col("amount").isNull(), F.lit("null-amount"))
-    staged = staged.withColumn("reason", F.when(live, reason))
+    return values.unionByName(tombstones).withColumn("reason", F.when(live, reason))
+
+
+def kernel_staged_table_results(results: DataFrame, agg: Aggregate) -> DataFrame:
+    """:func:`staged_table_results` as the kernel's table aggregate reads them (``Kernel.tableAggregate``): a
+    rejected result's ``group`` null (it only subtracts, as a tombstone does) and its dead letter in
+    ``__letter`` (``key, value, reason``), the join task that owns its key in ``__task``."""
+    staged = staged_table_results(results, agg, "__task")
+    letter = F.struct(F.col("key").alias("key"), F.col("value").alias("value"), F.col("reason").alias("reason"))
+    return staged.select(
+        "key",
+        F.when(F.col("reason").isNull(), F.col("group")).alias("group"),
+        "amount",
+        "ts",
+        "__sub",
+        *ORDER,
+        "__task",
+        F.when(F.col("reason").isNotNull(), letter).alias("__letter"),
+    )
+
+
+def aggregate_table(results: DataFrame, state: DataFrame, previous: DataFrame, agg: Aggregate) -> TableAggregateStep:
+    """Totals per group over the batch's join results in (``ORDER``, ``__sub``) with subtraction.
+
+    :param state: carried totals (``group, total, max_ts``), as for stream aggregation.
+    :param previous: carried last value per result key (:data:`PREVIOUS_SCHEMA`).
+    """
+    live = ~F.col("tomb_out")
+    staged = staged_table_results(results, agg)
     # a dead-lettered result removes the key's previous contribution, like a tombstone
     null_groups = staged.filter(F.col("reason").isNotNull()).select(
         "key", "value", "ts", "reason", "__partition", "__offset"

@@ -132,9 +132,39 @@ public final class Kernel {
                 null);
     }
 
+    /**
+     * The aggregate after a table-producing join (with subtraction) over one batch's staged join results
+     * (the columns of {@link TableAggregateChanges#INPUT} among others; a tombstone or a dead-lettered result
+     * has a null group): a stage keyed by the join's task ({@code __task}) turns each result into a
+     * subtraction from its key's previous group and an addition to its new one, then reducer tasks keyed by
+     * group keep the totals, as {@link #aggregate} does; parameters as there.
+     */
+    public static KernelBatch tableAggregate(SparkSession session, Dataset<Row> staged, String checkpoint,
+            long version, int partitions, boolean fileOrder) {
+        Column[] columns = Arrays.stream(TableAggregateChanges.INPUT.fields())
+                .map(field -> functions.col(field.name()).cast(field.dataType()).as(field.name()))
+                .toArray(Column[]::new);
+        int tasks = fileOrder ? 1 : partitions;
+        StoreAdapter previous = new StoreAdapter(session, checkpoint, StoreAdapter.PREVIOUS, TaskState.keySchema(),
+                TableAggregateChanges.valueSchema());
+        StoreAdapter totals = new StoreAdapter(session, checkpoint, StoreAdapter.AGGREGATE, TaskState.keySchema(),
+                StreamAggregate.valueSchema());
+        int task = TableAggregateChanges.TASK;
+        JavaRDD<InternalRow> rows = staged.select(columns).queryExecution().toRdd().toJavaRDD()
+                .mapToPair(row -> new Tuple2<>(fileOrder ? 0 : row.getInt(task), row.copy()))
+                .partitionBy(new TaskPartitioner(tasks))
+                .mapPartitionsWithIndex(new TableAggregateChanges(previous, version), true)
+                .mapToPair(row -> new Tuple2<>(Math.floorMod(row.getUTF8String(0).hashCode(), tasks), row))
+                .partitionBy(new TaskPartitioner(tasks))
+                .mapPartitionsWithIndex(new StreamAggregate(totals, version, false), true)
+                .persist(StorageLevel.MEMORY_AND_DISK());
+        return new KernelBatch(rows, session.internalCreateDataFrame(rows.rdd(), StreamAggregate.OUTPUT, false),
+                null);
+    }
+
     /** Close the stores of {@code checkpoint} loaded in this JVM (local mode: the tasks run in the driver). */
     public static void unload(SparkSession session, String checkpoint, int partitions) {
-        for (String name : List.of(StoreAdapter.JOIN, StoreAdapter.AGGREGATE)) {
+        for (String name : List.of(StoreAdapter.JOIN, StoreAdapter.AGGREGATE, StoreAdapter.PREVIOUS)) {
             new StoreAdapter(session, checkpoint, name, TaskState.keySchema(), TaskState.keySchema())
                     .unload(partitions);
         }

@@ -29,6 +29,8 @@ final class StoreAdapter implements Serializable {
     /** The join's store of each task; an aggregate's is {@link #AGGREGATE}. */
     static final String JOIN = "default";
     static final String AGGREGATE = "aggregate";
+    /** A table aggregate's store of each join task: its result keys' last counted contributions. */
+    static final String PREVIOUS = "previous";
     private static final long OPERATOR_ID = 0L;
 
     private final String checkpointRoot;

@@ -18,7 +18,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * {@code ts}; {@link #VERSIONS}, a versioned table's versions of a key; {@link #BUFFER}, the grace buffer
  * (one row, key ""); {@link #TIME}, the task's named stream times, in {@code ts}; {@link #AGGREGATE}, a
  * group's running total and max ts (an aggregate's store); {@link #LEFT_TABLE}, a table-table join's left
- * side ({@link TableTableRules}). All of a task's rows are committed together, as
+ * side ({@link TableTableRules}); {@link #PREVIOUS}, a table aggregate's last counted contribution of a result
+ * key ({@link TableAggregateChanges}). All of a task's rows are committed together, as
  * one version.
  */
 final class TaskState implements BatchOrder.Clocks {
@@ -29,6 +30,7 @@ final class TaskState implements BatchOrder.Clocks {
     static final int TIME = 4;
     static final int AGGREGATE = 5;
     static final int LEFT_TABLE = 6;
+    static final int PREVIOUS = 7;
 
     private final StateStore store;
     private final UnsafeProjection keys;

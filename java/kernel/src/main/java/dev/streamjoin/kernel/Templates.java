@@ -6,7 +6,6 @@ import java.util.List;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
-import org.apache.spark.sql.catalyst.expressions.AttributeSet;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
@@ -36,6 +35,26 @@ public final class Templates {
             Dataset<Row> rows) {
         LogicalPlan leaf = placeholder.queryExecution().analyzed();
         LogicalPlan source = rows.queryExecution().analyzed();
+        LogicalPlan plan = program.queryExecution().analyzed().transformUp(
+                new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
+                    @Override
+                    public boolean isDefinedAt(LogicalPlan node) {
+                        // the placeholder, or a copy of it with new attribute ids: the analyser gives each branch
+                        // of a program that reads its input twice (a self-union) an instance of its own
+                        return node.children().isEmpty() && node.schema().equals(leaf.schema())
+                                && node.sameResult(leaf);
+                    }
+
+                    @Override
+                    public LogicalPlan apply(LogicalPlan node) {
+                        return isDefinedAt(node) ? renamed(source, node) : node;
+                    }
+                });
+        return Dataset$.MODULE$.ofRows(session, plan);
+    }
+
+    /** {@code source} under a projection that gives its columns {@code leaf}'s attribute ids (by name). */
+    private static LogicalPlan renamed(LogicalPlan source, LogicalPlan leaf) {
         List<NamedExpression> renamed = new ArrayList<>();
         for (Attribute wanted : CollectionConverters.asJava(leaf.output())) {
             Attribute found = source.output().find(a -> a.name().equals(wanted.name()))
@@ -45,21 +64,7 @@ public final class Templates {
             renamed.add(new Alias(found, wanted.name(), wanted.exprId(), wanted.qualifier(), Option.empty(),
                     emptySeq()));
         }
-        LogicalPlan replacement = new Project(CollectionConverters.asScala(renamed).toList(), source);
-        AttributeSet marker = leaf.outputSet();
-        LogicalPlan plan = program.queryExecution().analyzed().transformUp(
-                new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
-                    @Override
-                    public boolean isDefinedAt(LogicalPlan node) {
-                        return node.children().isEmpty() && node.outputSet().equals(marker);
-                    }
-
-                    @Override
-                    public LogicalPlan apply(LogicalPlan node) {
-                        return isDefinedAt(node) ? replacement : node;
-                    }
-                });
-        return Dataset$.MODULE$.ofRows(session, plan);
+        return new Project(CollectionConverters.asScala(renamed).toList(), source);
     }
 
     private static Seq<String> emptySeq() {
