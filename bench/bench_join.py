@@ -26,6 +26,9 @@ Variants (``--variants``) and their Kafka Streams counterparts (``bench/kafka-st
 (streamjoin's job shape, Kafka batch reads of offset ranges and the Kafka sink, copying the clicks / a
 ``stream(clicks).to(out)`` topology), ``join`` (clicks leftJoin regions), ``join/eos`` (the same, exactly
 once: ``output.delivery: exactly_once`` / ``processing.guarantee=exactly_once_v2``; outputs read committed),
+``table-table`` (the clicks read as a table, each user's latest count, left-joined with the regions table;
+every update emitted, Kafka Streams without its record cache; checked: the last value of each user on the
+output is (their region, their last click's count)),
 ``join+sum/batch`` (+ per-region sum, one update per region and micro-batch / Kafka Streams' default record
 cache), ``join+sum`` (one sum update per click / no record cache), ``stream-stream`` (views x clicks, 10 s
 window, inner). Rates are input records per second over a backlog (streamjoin: ``run_stream`` with
@@ -75,6 +78,7 @@ KS_WORKLOAD = {
     "baseline": "copy",
     "join": "join",
     "join/eos": "join",
+    "table-table": "table-table",
     "join+sum/batch": "join-sum",
     "join+sum": "join-sum-nocache",
     "stream-stream": "stream-stream",
@@ -146,6 +150,9 @@ def bench_spec(suffix: str, out_suffix: str, variant: str, max_per_trigger: int)
     data["name"] = pipeline_name(out_suffix)
     if variant in EXACTLY_ONCE:
         data["output"]["delivery"] = "exactly_once"
+    if variant == "table-table":  # the clicks read as a table (each user's latest count) joined with the regions
+        data["inputs"]["clicks"]["role"] = "table"
+        data["join"]["shape"] = "table-table"
     if variant.startswith("join+sum"):
         data["aggregate"]["output"]["topic"] += out_suffix
         data["aggregate"]["output"]["files"] = None
@@ -452,6 +459,19 @@ class Checker:
         )
         return {r["key"]: None if r["value"] is None else struct.unpack(">q", bytes(r["value"]))[0] for r in rows}
 
+    def latest_enriched(self, topic: str) -> dict[str, tuple[str, int]]:
+        """Each key's last (region, clicks) on a table-table join's output (a key's records sit in one partition)."""
+        from pyspark.sql import functions as F
+
+        value = F.from_json(F.col("value").cast("string"), "region STRING, clicks LONG")
+        rows = (
+            self.read(topic)
+            .groupBy(F.col("key").cast("string").alias("key"))
+            .agg(F.max_by(value, "offset").alias("v"))
+            .collect()
+        )
+        return {r["key"]: (r["v"]["region"], r["v"]["clicks"]) for r in rows}
+
     def long_sum(self, topic: str) -> tuple[int, int]:
         from pyspark.sql import functions as F
 
@@ -474,6 +494,13 @@ class Checker:
             got_pairs = self.count(topics["pairs"])
             if got_pairs != pairs:
                 problems.append(f"join results: expected {pairs} pairs, got {got_pairs}")
+        elif variant == "table-table":
+            latest = self.latest_enriched(topics["enriched"])
+            if latest != expected.last_clicks:
+                wrong = sorted(k for k in latest.keys() | expected.last_clicks.keys()
+                               if latest.get(k) != expected.last_clicks.get(k))  # fmt: skip
+                first = [(k, expected.last_clicks.get(k), latest.get(k)) for k in wrong[:3]]
+                problems.append(f"the join table: {len(wrong)} of {len(expected.last_clicks)} users differ: {first}")
         else:
             count, sums = self.enriched(topics["enriched"])
             if count != expected.clicks:
@@ -675,7 +702,8 @@ def main() -> int:
                 args.partitions)  # fmt: skip
     stream_stream = "stream-stream" in variants or "stream-stream" in more
     expected = produce(args.bootstrap, topics["clicks"], topics["regions"], args.users, args.clicks,
-                       unknown_share=args.unknown_share, keep_times=stream_stream)  # fmt: skip
+                       unknown_share=args.unknown_share, keep_times=stream_stream,
+                       keep_last="table-table" in variants)  # fmt: skip
     total = args.clicks + args.users
     print(f"produced {total:,} records in {expected.seconds:.1f}s ({total / expected.seconds:,.0f}/s); "
           f"expected per-region totals {expected.totals}", flush=True)  # fmt: skip

@@ -32,6 +32,9 @@ class Produced:
     totals: dict[str, int]  #: clicks summed per region (``UNKNOWN`` for users without a region)
     #: per user, the sorted timestamps of their clicks (only with ``keep_times``: the stream-stream answer)
     click_times: dict[str, list[int]] = field(default_factory=dict, repr=False)
+    #: per user with clicks, (region or ``UNKNOWN``, their last click's count) (only with ``keep_last``: the
+    #: table-table join's final table, clicks read as a table)
+    last_clicks: dict[str, tuple[str, int]] = field(default_factory=dict, repr=False)
 
 
 def produce(
@@ -44,6 +47,7 @@ def produce(
     base: int | None = None,
     unknown_share: float = 0.02,
     keep_times: bool = False,
+    keep_last: bool = False,
 ) -> Produced:
     """Regions first (ts = base + i % 1000, default base two hours ago), then clicks spread over the hour
     after. Users ``user0 .. user{users-1}`` have a region; a click comes with probability ``unknown_share``
@@ -61,6 +65,7 @@ def produce(
     sums = [0] * (len(REGIONS) + 1)  # the last one is UNKNOWN
     unknown_users = users // 50 + 1
     times: dict[str, list[int]] = {}
+    last: dict[str, tuple[int, int]] = {}
     pack = struct.Struct(">q").pack
     step = 3_600_000 / max(clicks, 1)
     for i in range(clicks):
@@ -76,10 +81,14 @@ def produce(
         ts = base + 1000 + int(i * step)
         if keep_times:
             times.setdefault(key, []).append(ts)
+        if keep_last:
+            last[key] = (region, n)
         _produce(producer, clicks_topic, key.encode(), pack(n), ts)
     producer.flush(120)
     totals = {name: total for name, total in zip([*REGIONS, UNKNOWN], sums, strict=True) if total}
-    return Produced(time.monotonic() - started, base, clicks, totals, times)
+    names = [*REGIONS, UNKNOWN]
+    last_clicks = {key: (names[region], n) for key, (region, n) in last.items()}
+    return Produced(time.monotonic() - started, base, clicks, totals, times, last_clicks)
 
 
 def produce_views(bootstrap: str, views_topic: str, users: int, views: int, produced: Produced, seed: int = 11) -> int:
