@@ -4,13 +4,11 @@ import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 
-import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.util.TaskCompletionListener;
 
 import scala.Tuple2;
 
@@ -41,12 +39,7 @@ final class KernelTask implements Function2<Integer, Iterator<Tuple2<Integer, In
     public Iterator<InternalRow> call(Integer task, Iterator<Tuple2<Integer, InternalRow>> records) {
         List<InternalRow> rows = new ArrayList<>();
         records.forEachRemaining(record -> rows.add(record._2()));
-        StateStore store = stores.open(task, version);
-        TaskContext.get().addTaskCompletionListener((TaskCompletionListener) context -> {
-            if (!store.hasCommitted()) {
-                store.abort();
-            }
-        });
+        StateStore store = stores.openForTask(task, version);
         TaskState state = new TaskState(store, TaskState.keySchema(), rules.valueSchema());
         List<Event> ordered = fileOrder ? BatchOrder.fileOrder(rows, layout) : BatchOrder.order(rows, layout, state);
         UnsafeProjection project = UnsafeProjection.create(output);

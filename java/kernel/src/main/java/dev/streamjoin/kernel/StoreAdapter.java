@@ -4,6 +4,7 @@ import java.io.Serializable;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 
+import org.apache.spark.TaskContext;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.StateStore;
@@ -14,6 +15,7 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.util.SerializableConfiguration;
+import org.apache.spark.util.TaskCompletionListener;
 
 import scala.Option;
 
@@ -66,6 +68,20 @@ final class StoreAdapter implements Serializable {
         return StateStore$.MODULE$.get(
                 providerId(partition), keySchema, valueSchema, NoPrefixKeyStateEncoderSpec.apply(keySchema),
                 version, Option.empty(), Option.empty(), false, storeConf, hadoopConf.value(), false);
+    }
+
+    /**
+     * {@link #open} for the running task: a store the task has not committed when it ends (it failed) is
+     * aborted, so that a retry starts from the same version.
+     */
+    StateStore openForTask(int partition, long version) {
+        StateStore store = open(partition, version);
+        TaskContext.get().addTaskCompletionListener((TaskCompletionListener) context -> {
+            if (!store.hasCommitted()) {
+                store.abort();
+            }
+        });
+        return store;
     }
 
     /** Close this checkpoint's stores of this name loaded in this JVM (the driver's, in local mode). */

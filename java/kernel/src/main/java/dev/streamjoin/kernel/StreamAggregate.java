@@ -7,7 +7,6 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 
-import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
@@ -16,7 +15,6 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.util.TaskCompletionListener;
 
 import scala.Tuple2;
 
@@ -41,11 +39,7 @@ final class StreamAggregate
             .add("value", DataTypes.LongType, false));
     private static final int GROUP = 0, AMOUNT = 1, TS = 2, SUB = 3, POS = 4, INPUT_ID = 5, PARTITION = 6,
             OFFSET = 7;
-    private static final Comparator<InternalRow> ORDER = Comparator.<InternalRow>comparingLong(r -> r.getLong(POS))
-            .thenComparingInt(r -> r.getInt(INPUT_ID))
-            .thenComparingInt(r -> r.getInt(PARTITION))
-            .thenComparingLong(r -> r.getLong(OFFSET))
-            .thenComparingInt(r -> r.getInt(SUB));
+    private static final Comparator<InternalRow> ORDER = emissionOrder(SUB);
 
     private final StoreAdapter stores;
     private final long version;
@@ -67,6 +61,18 @@ final class StreamAggregate
                 .add("__offset", DataTypes.LongType, false);
     }
 
+    /**
+     * Rows in processing order ({@code __pos, __input, __partition, __offset}, then {@code __sub}), for rows
+     * whose {@code __sub} at index {@code sub} is followed by those four columns.
+     */
+    static Comparator<InternalRow> emissionOrder(int sub) {
+        return Comparator.<InternalRow>comparingLong(r -> r.getLong(sub + 1))
+                .thenComparingInt(r -> r.getInt(sub + 2))
+                .thenComparingInt(r -> r.getInt(sub + 3))
+                .thenComparingLong(r -> r.getLong(sub + 4))
+                .thenComparingInt(r -> r.getInt(sub));
+    }
+
     static StructType valueSchema() {
         return TaskState.valueSchema(DataTypes.LongType);
     }
@@ -76,12 +82,7 @@ final class StreamAggregate
         List<InternalRow> rows = new ArrayList<>();
         records.forEachRemaining(record -> rows.add(record._2()));
         rows.sort(ORDER);
-        StateStore store = stores.open(task, version);
-        TaskContext.get().addTaskCompletionListener((TaskCompletionListener) context -> {
-            if (!store.hasCommitted()) {
-                store.abort();
-            }
-        });
+        StateStore store = stores.openForTask(task, version);
         TaskState state = new TaskState(store, TaskState.keySchema(), valueSchema());
         Map<String, long[]> totals = new HashMap<>(); // group -> (total, max ts), this batch's groups
         Map<String, InternalRow> lastOf = new HashMap<>();

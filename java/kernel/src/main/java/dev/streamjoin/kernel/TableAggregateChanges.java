@@ -5,7 +5,6 @@ import java.util.Comparator;
 import java.util.Iterator;
 import java.util.List;
 
-import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
@@ -15,7 +14,6 @@ import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
-import org.apache.spark.util.TaskCompletionListener;
 
 import scala.Tuple2;
 
@@ -45,11 +43,7 @@ final class TableAggregateChanges
     static final int TASK = 9;
     private static final int KEY = 0, GROUP = 1, AMOUNT = 2, TS = 3, SUB = 4, POS = 5, INPUT_ID = 6, PARTITION = 7,
             OFFSET = 8;
-    private static final Comparator<InternalRow> ORDER = Comparator.<InternalRow>comparingLong(r -> r.getLong(POS))
-            .thenComparingInt(r -> r.getInt(INPUT_ID))
-            .thenComparingInt(r -> r.getInt(PARTITION))
-            .thenComparingLong(r -> r.getLong(OFFSET))
-            .thenComparingInt(r -> r.getInt(SUB));
+    private static final Comparator<InternalRow> ORDER = StreamAggregate.emissionOrder(SUB);
 
     private final StoreAdapter stores;
     private final long version;
@@ -69,12 +63,7 @@ final class TableAggregateChanges
         List<InternalRow> rows = new ArrayList<>();
         records.forEachRemaining(record -> rows.add(record._2()));
         rows.sort(ORDER);
-        StateStore store = stores.open(task, version);
-        TaskContext.get().addTaskCompletionListener((TaskCompletionListener) context -> {
-            if (!store.hasCommitted()) {
-                store.abort();
-            }
-        });
+        StateStore store = stores.openForTask(task, version);
         TaskState state = new TaskState(store, TaskState.keySchema(), valueSchema());
         UnsafeProjection project = UnsafeProjection.create(StreamAggregate.INPUT);
         List<InternalRow> out = new ArrayList<>();
