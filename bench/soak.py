@@ -372,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-batch", type=int, default=100_000, help="the spec's max_offsets_per_trigger")
     parser.add_argument("--reauth-ms", type=int, default=10_000, help="the broker's connections.max.reauth.ms")
     parser.add_argument("--no-revoke", action="store_true", help="no terminal fault at the end")
+    parser.add_argument("--halt-after-commit", type=int, default=None, metavar="N",
+                        help="exactly once: the driver's JVM halts right after task 0 of batch N committed "
+                             "its transaction, before commits/N (a kill a rerun must not duplicate)")  # fmt: skip
     parser.add_argument(
         "--delivery",
         choices=("at_least_once", "exactly_once"),
@@ -396,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["AIRFLOW_CONN_STREAMJOIN_ALERTS_WEBHOOK"] = json.dumps({"conn_type": "http", "host": "127.0.0.1",
         "port": alert_port, "schema": "http", "extra": {"endpoint": "/alerts"}})  # fmt: skip
     os.environ.pop("STREAMJOIN_ALERTS_FILE", None)  # the project default, include/alerts.yaml: that webhook
+    if args.halt_after_commit is not None:  # every driver's JVM gets the crash point; it fires once (a rerun skips)
+        os.environ["JAVA_TOOL_OPTIONS"] = f"-Dstreamjoin.kernel.fault=halt_after_commit:{args.halt_after_commit}:0"
 
     from streamjoin.airflow.launcher import stop_driver
     from streamjoin.core.topic_plan import plan_topics
@@ -557,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
         "file_unexpected": len(set(rows) - processed), "kafka_out_records": len(clicks),
         "kafka_out_distinct": len(set(clicks)), "kafka_out_duplicates": len(clicks) - len(set(clicks)),
         "kafka_out_missing": len(processed) - len(set(clicks)), "delivery": args.delivery,
+        "halt_after_commit": args.halt_after_commit,
         "kafka_out_records_read_uncommitted": len(uncommitted),
         "restarts": len(files.supervisor().restarts), "owner_events": [e.event for e in owner.events],
         "faults": faults, "caught_up_after_end_s": caught_up_s,

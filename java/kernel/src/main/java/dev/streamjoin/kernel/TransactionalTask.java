@@ -29,7 +29,11 @@ import org.apache.spark.util.LongAccumulator;
  */
 final class TransactionalTask implements VoidFunction<Iterator<InternalRow>>, Serializable {
     private static final long serialVersionUID = 1L;
-    /** A crash point for tests, {@code <mid_transaction|after_commit>:<batch>:<task>} (a system property). */
+    /**
+     * A crash point for tests, {@code <mid_transaction|after_commit|halt_after_commit>:<batch>:<task>} (a system
+     * property): the task fails with its transaction open or committed, or the JVM halts after the commit, as
+     * a killed driver does.
+     */
     static final String FAULT = "streamjoin.kernel.fault";
     private static final Map<String, KafkaProducer<byte[], byte[]>> PRODUCERS = new ConcurrentHashMap<>();
 
@@ -93,6 +97,9 @@ final class TransactionalTask implements VoidFunction<Iterator<InternalRow>>, Se
             producer.send(BatchMarkers.record(markerTopic, task, new BatchMarkers.Marker(query, batch, tasks)));
             producer.commitTransaction();
             sent.add(count);
+            if (fault.equals("halt_after_commit:" + batch + ":" + task)) {
+                Runtime.getRuntime().halt(137);
+            }
             if (fault.equals("after_commit:" + batch + ":" + task)) {
                 throw new IllegalStateException("test fault " + fault + ": the task died after its commit");
             }
