@@ -4,9 +4,9 @@ rule with the shape's per-record rules, state in Spark's state store (RocksDB, c
 
 Which engine runs a batch is decided here, once: the kernel runs the shapes it has (stream-table inner/left,
 with a plain table or a versioned one and an optional grace; stream-globaltable inner/left, every task
-keeping a replica of the global table; table-table inner/left/outer), and the aggregate after them (a second
-stage keyed by group, its totals in the same store; after a table-table join a table aggregate, which first
-subtracts each result key's previous contribution); other shapes run on the DataFrame engine. ``STREAMJOIN_ENGINE=
+keeping a replica of the global table; table-table inner/left/outer; windowed stream-stream inner/left/outer),
+and the aggregate after them (a second stage keyed by group, its totals in the same store; after a table-table
+join a table aggregate, which first subtracts each result key's previous contribution); other shapes run on the DataFrame engine. ``STREAMJOIN_ENGINE=
 dataframe`` runs every shape on the DataFrame engine (a checkpoint an earlier release wrote: its state is
 refused by the kernel, ``StateLayoutError``). The kernel's rows are join results in the DataFrame engine's
 columns, so the joiner, the aggregate and the sinks after it are the same Spark SQL.
@@ -52,12 +52,13 @@ def runs_on_kernel(spec: PipelineSpec) -> bool:
     join = spec.join
     lookup = join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE) and join.kind in (Kind.INNER, Kind.LEFT)
     tables = join.shape is Shape.TABLE_TABLE
+    windows = join.shape is Shape.STREAM_STREAM
     # a repartitioned input (or its internal topic, in the join's view) has the other side's partition count,
     # which the spec does not give: the kernel needs it as its task count, so these stay on the DataFrame engine
     repartitions = any(
         inp.repartition or inp.topic == spec.repartition_topic(name) for name, inp in spec.inputs.items()
     )
-    return (lookup or tables) and not repartitions and engine() == "kernel"
+    return (lookup or tables or windows) and not repartitions and engine() == "kernel"
 
 
 @dataclass
@@ -84,7 +85,7 @@ def kernel_join(
     decoded: DataFrame, spec: PipelineSpec, checkpoint: KernelCheckpoint, *, file_order: bool
 ) -> KernelResults:
     """One batch of decoded rows through the kernel's stream-table join (plain or versioned table, as the
-    spec says), stream-globaltable or table-table join: the results (the DataFrame engine's
+    spec says), stream-globaltable, table-table or windowed stream-stream join: the results (the DataFrame engine's
     columns: ``key, left, right, ts, matched, tomb_out, __sub, src_*, __task`` and ``ORDER``), lazily; the
     first action over them runs the batch and commits the stores at ``checkpoint.version + 1``."""
     spark = decoded.sparkSession
@@ -96,13 +97,18 @@ def kernel_join(
     args = (spark._jsparkSession, decoded._jdf, root, checkpoint.version, partitions,
             file_order, spec.join.kind is Kind.INNER)  # fmt: skip
     versioned = spec.right.versioned
-    if spec.join.shape is Shape.TABLE_TABLE:
+    long_keys = spec.left.key.format is Format.LONG
+    if spec.join.shape is Shape.STREAM_STREAM:
+        window = spec.join.window
+        assert window is not None
+        batch = _kernel(spark).streamStream(*args[:-1], spec.join.kind.value, window.before, window.after,
+                                            spec.join.grace, long_keys)  # fmt: skip
+    elif spec.join.shape is Shape.TABLE_TABLE:
         batch = _kernel(spark).tableTable(*args[:-1], spec.join.kind.value, spec.left.versioned is not None,
                                           versioned is not None)  # fmt: skip
     elif versioned is None:
         batch = _kernel(spark).streamTable(*args)
     else:
-        long_keys = spec.left.key.format is Format.LONG
         batch = _kernel(spark).streamTableVersioned(*args, versioned.history_retention, spec.join.grace, long_keys)
     return KernelResults(DataFrame(batch.results(), spark), batch, spark, partitions, root, temporary)
 

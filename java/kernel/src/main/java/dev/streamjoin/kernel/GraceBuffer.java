@@ -1,7 +1,6 @@
 package dev.streamjoin.kernel;
 
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Comparator;
 import java.util.List;
 
@@ -14,7 +13,6 @@ import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * A task's grace buffer of stream records ({@link TaskState#BUFFER}, one row): held in Kafka Streams'
@@ -31,10 +29,8 @@ final class GraceBuffer {
 
     private GraceBuffer(List<Results.Source> held, boolean longKeys) {
         this.held = held;
-        Comparator<UTF8String> keyBytes = longKeys
-                ? Comparator.comparing(key -> Long.parseLong(key.toString()), Long::compareUnsigned)
-                : (a, b) -> Arrays.compareUnsigned(a.getBytes(), b.getBytes());
-        this.order = Comparator.comparingLong(Results.Source::ts).thenComparing(Results.Source::key, keyBytes);
+        this.order = Comparator.comparingLong(Results.Source::ts).thenComparing(Results.Source::key,
+                KeyOrder.of(longKeys));
     }
 
     static ArrayType type(DataType leftType) {

@@ -77,6 +77,26 @@ public final class Kernel {
                 new TableTableRules(layout, rule, versionedLeft, versionedRight));
     }
 
+    /**
+     * A windowed stream-stream join over one batch of decoded records; parameters as {@link #streamTable},
+     * and:
+     *
+     * @param kind {@code inner}, {@code left} or {@code outer}
+     * @param before how far a right record may precede a left one (ms)
+     * @param after how far it may follow it (ms)
+     * @param grace how long after a window's end a non-joined result waits (ms)
+     * @param longKeys keys are longs: due non-joined results are emitted in the order of their 8 big-endian bytes
+     */
+    public static KernelBatch streamStream(SparkSession session, Dataset<Row> decoded, String checkpoint,
+            long version, int partitions, boolean fileOrder, String kind, long before, long after, long grace,
+            boolean longKeys) {
+        Dataset<Row> input = Layout.input(decoded);
+        Layout layout = new Layout(input.schema());
+        StreamStreamRules.Kind rule = StreamStreamRules.Kind.valueOf(kind.toUpperCase(java.util.Locale.ROOT));
+        return run(session, input, layout, checkpoint, version, partitions, fileOrder,
+                new StreamStreamRules(layout, rule, before, after, grace, longKeys));
+    }
+
     private static KernelBatch run(SparkSession session, Dataset<Row> decoded, Layout layout, String checkpoint,
             long version, int partitions, boolean fileOrder, Rules rules) {
         StoreAdapter stores = new StoreAdapter(session, checkpoint, StoreAdapter.JOIN, TaskState.keySchema(),

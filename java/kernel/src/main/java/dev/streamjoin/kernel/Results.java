@@ -51,6 +51,18 @@ final class Results {
         });
     }
 
+    /**
+     * A windowed stream-stream join's result emitted at {@code at}: a pair ({@code matched}) or one side joined
+     * with null; its coordinates are the record that produced it (the later one of a pair).
+     */
+    static InternalRow windowed(int task, Event at, int sub, UTF8String key, Object left, Object right, long ts,
+                                boolean matched, UTF8String topic, int partition, long offset) {
+        return new GenericInternalRow(new Object[] {
+            key, left, right, ts, matched, false, sub, topic, partition, offset, task, at.pos, at.input,
+            at.partition, at.offset,
+        });
+    }
+
     /** A stream record as a join result needs it: its key, value, ts and Kafka coordinates. */
     record Source(UTF8String key, Object left, long ts, UTF8String topic, int partition, long offset) {
         static Source of(Event event, Layout layout) {

@@ -19,8 +19,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  * (one row, key ""); {@link #TIME}, the task's named stream times, in {@code ts}; {@link #AGGREGATE}, a
  * group's running total and max ts (an aggregate's store); {@link #LEFT_TABLE}, a table-table join's left
  * side ({@link TableTableRules}); {@link #PREVIOUS}, a table aggregate's last counted contribution of a result
- * key ({@link TableAggregateChanges}). All of a task's rows are committed together, as
- * one version.
+ * key ({@link TableAggregateChanges}); {@link #WINDOWS}, {@link #WINDOW_INDEX}, {@link #PENDING} and
+ * {@link #BUCKETS}, a stream-stream join's window stores ({@link WindowStore}). All of a task's rows are
+ * committed together, as one version.
  */
 final class TaskState implements BatchOrder.Clocks {
     static final int TABLE = 0;
@@ -31,6 +32,10 @@ final class TaskState implements BatchOrder.Clocks {
     static final int AGGREGATE = 5;
     static final int LEFT_TABLE = 6;
     static final int PREVIOUS = 7;
+    static final int WINDOWS = 8;
+    static final int WINDOW_INDEX = 9;
+    static final int PENDING = 10;
+    static final int BUCKETS = 11;
 
     private final StateStore store;
     private final UnsafeProjection keys;
