@@ -1,7 +1,7 @@
 """A truncated, corrupt or missing state version stops the streaming job before its first batch, with a
 message naming the file: it never starts over from an empty (or an older) state. These are the checks of
-streamjoin's own state store (a version's manifest), so the pipeline is one on the DataFrame engine: a stream-table
-join on the kernel (clicks_per_region) keeps its state, and its aggregate's, in Spark's state store instead."""
+streamjoin's own state store (a version's manifest), so the pipeline is one on the DataFrame engine (a foreign-key
+join): a join on the kernel keeps its state, and its aggregate's, in Spark's state store instead."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from streamjoin.spark.job import JobSettings, StreamJob
 from streamjoin.spark.kernel import runs_on_kernel
 from streamjoin.spark.replay import raw_frame
 
-#: a stream-stream join: its window store is a parquet dataset in each state version
-SPEC = load_spec(PROJECT_HOME / "include/pipelines/ad_views_clicks.yaml")
+#: a foreign-key join: its tables are parquet datasets in each state version
+SPEC = load_spec(PROJECT_HOME / "include/pipelines/orders_products.yaml")
 pytestmark = pytest.mark.spark
 
 
@@ -34,7 +34,7 @@ def _refusal(spark: Any, checkpoint: Path) -> str:
 
 
 def test_a_damaged_state_version_stops_the_job_naming_the_file(spark: Any, tmp_path: Path) -> None:
-    assert not runs_on_kernel(SPEC) and "window_store" in state_schemas(SPEC)
+    assert not runs_on_kernel(SPEC) and "left_table" in state_schemas(SPEC)
     checkpoint = tmp_path / "ck"
     job = StreamJob(spark, SPEC, JobSettings(bootstrap="127.0.0.1:1", checkpoint_dir=str(checkpoint)))
     rows = [{"topic": r.topic, "key": r.key, "value": r.value, "ts": 10_000 + r.offset_ms} for r in demo_records(SPEC)]
