@@ -128,9 +128,12 @@ def test_a_per_batch_aggregate_on_the_kernel_equals_the_dataframe_engines_in_the
     assert any(r.topic == spec.dead_letter_topic for r in kernel)
 
 
-@pytest.mark.parametrize(
-    "name", ["stream_table_left_clicks_per_region", "stream_table_left_grace_versioned", "stream_stream_left_out_of_order"]
-)
+#: a batch of each kind of state whose run is crashed and run again
+CRASHED = ["stream_table_left_clicks_per_region", "stream_table_left_grace_versioned",
+           "stream_stream_left_out_of_order"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", CRASHED)
 def test_a_batch_run_again_after_the_driver_died_before_its_commit_gives_the_same_outputs(
     spark: Any, kernel_engine: None, tmp_path: Any, name: str
 ) -> None:

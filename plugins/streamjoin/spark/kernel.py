@@ -6,10 +6,11 @@ Which engine runs a batch is decided here, once: the kernel runs the shapes it h
 with a plain table or a versioned one and an optional grace; stream-globaltable inner/left, every task
 keeping a replica of the global table; table-table inner/left/outer; windowed stream-stream inner/left/outer),
 and the aggregate after them (a second stage keyed by group, its totals in the same store; after a table-table
-join a table aggregate, which first subtracts each result key's previous contribution); other shapes run on the DataFrame engine. ``STREAMJOIN_ENGINE=
-dataframe`` runs every shape on the DataFrame engine (a checkpoint an earlier release wrote: its state is
-refused by the kernel, ``StateLayoutError``). The kernel's rows are join results in the DataFrame engine's
-columns, so the joiner, the aggregate and the sinks after it are the same Spark SQL.
+join a table aggregate, which first subtracts each result key's previous contribution); the foreign-key join
+and repartitioned pipelines run on the DataFrame engine. ``STREAMJOIN_ENGINE=dataframe`` runs every shape on
+the DataFrame engine (a checkpoint an earlier release wrote: its state is refused by the kernel,
+``StateLayoutError``). The kernel's rows are join results in the DataFrame engine's columns, so the joiner, the
+aggregate and the sinks after it are the same Spark SQL.
 """
 
 from __future__ import annotations
