@@ -98,7 +98,7 @@ def _decode(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
     lookup_column = [F.col(LOOKUP_KEY)] if LOOKUP_KEY in staged.columns else []
     dead = F.col("reason").isNotNull()
     rank_left, rank_right = ROLE_RANK[left.role], ROLE_RANK[right.role]
-    return staged.select(
+    decoded = staged.select(
         F.when(is_left, F.lit("L")).otherwise(F.lit("R")).alias("side"),
         key.alias("key"),
         F.when(is_left & ~dead, lval).cast(spark_type(left.value)).alias("lval"),
@@ -116,6 +116,12 @@ def _decode(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
         F.when(dead, F.col("value")).alias(DEAD_VALUE),
         *lookup_column,
     )
+    if join.foreign_key is not None:  # a left value's foreign key (a function is called for live values only)
+        live_left = (F.col("side") == "L") & ~F.col("tomb") & F.col("reason").isNull()
+        fk = key_selector(join.foreign_key, value="value")
+        decoded = decoded.withColumn("value", F.col("lval")).withColumn(LOOKUP_KEY, F.when(live_left, fk))
+        decoded = decoded.drop("value")
+    return decoded
 
 
 def decode_key(is_left: Column, spec: PipelineSpec) -> tuple[Column, Column]:

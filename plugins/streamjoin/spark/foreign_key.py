@@ -34,11 +34,9 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from streamjoin.core.spec import Kind, Projection
-from streamjoin.spark.events import ORDER, serialized_key
-from streamjoin.spark.projection import selector
+from streamjoin.core.spec import Kind
+from streamjoin.spark.events import LOOKUP_KEY, ORDER, serialized_key
 from streamjoin.spark.table_table import result_rows
 
 SOURCE = list(dict.fromkeys(["ts", "topic", "__partition", "__offset", "__task", *ORDER]))
@@ -141,21 +139,18 @@ def join_foreign_key(
     left_state: DataFrame,
     right_state: DataFrame,
     kind: Kind,
-    foreign_key: Projection,
     *,
     versioned: tuple[bool, bool] = (False, False),
     long_keys: bool = False,
 ) -> ForeignKeyStep:
-    """Join the batch's left (L) table updates to the right (R) table by ``foreign_key(key, value)``.
+    """Join the batch's left (L) table updates to the right (R) table by their foreign key (``__lookup``).
 
     :param left_state: :func:`left_state_schema` rows carried from earlier batches.
     :param versioned: whether the left and right inputs are versioned (older updates are ignored).
     :param long_keys: the left keys are longs (their text is decimal digits): fan-outs in Kafka's order.
     """
-    fk = selector(foreign_key, T.StringType())
-    # a function foreign key is only called for values: a Python UDF runs for every row it is given
     updates = events.filter(F.col("side") == "L")
-    live = updates.filter(~F.col("tomb")).withColumn("value", F.col("lval")).withColumn("fk", fk).drop("value")
+    live = updates.filter(~F.col("tomb")).withColumn("fk", F.col(LOOKUP_KEY))  # decoding's (events.decode_batch)
     deletes = updates.filter(F.col("tomb")).withColumn("fk", F.lit(None).cast("string"))
     lefts = live.unionByName(deletes).withColumn("__at", _at())
     rights = events.filter(F.col("side") == "R").withColumn("__at", _at())

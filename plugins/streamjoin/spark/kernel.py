@@ -5,9 +5,10 @@ rule with the shape's per-record rules, state in Spark's state store (RocksDB, c
 Which engine runs a batch is decided here, once: the kernel runs the shapes it has (stream-table inner/left,
 with a plain table or a versioned one and an optional grace; stream-globaltable inner/left, every task
 keeping a replica of the global table; table-table inner/left/outer; windowed stream-stream inner/left/outer),
-and the aggregate after them (a second stage keyed by group, its totals in the same store; after a table-table
-join a table aggregate, which first subtracts each result key's previous contribution); the foreign-key join
-and repartitioned pipelines run on the DataFrame engine. ``STREAMJOIN_ENGINE=dataframe`` runs every shape on
+the foreign-key join inner/left (a first stage by the left key's partition, a second by foreign key), and the
+aggregate after them (a second stage keyed by group, its totals in the same store; after a table-table
+join a table aggregate, which first subtracts each result key's previous contribution); repartitioned pipelines
+run on the DataFrame engine. ``STREAMJOIN_ENGINE=dataframe`` runs every shape on
 the DataFrame engine (a checkpoint an earlier release wrote: its state is refused by the kernel,
 ``StateLayoutError``). The kernel's rows are join results in the DataFrame engine's columns, so the joiner, the
 aggregate and the sinks after it are the same Spark SQL.
@@ -54,12 +55,13 @@ def runs_on_kernel(spec: PipelineSpec) -> bool:
     lookup = join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE) and join.kind in (Kind.INNER, Kind.LEFT)
     tables = join.shape is Shape.TABLE_TABLE
     windows = join.shape is Shape.STREAM_STREAM
+    foreign = join.shape is Shape.TABLE_TABLE_FK
     # a repartitioned input (or its internal topic, in the join's view) has the other side's partition count,
     # which the spec does not give: the kernel needs it as its task count, so these stay on the DataFrame engine
     repartitions = any(
         inp.repartition or inp.topic == spec.repartition_topic(name) for name, inp in spec.inputs.items()
     )
-    return (lookup or tables or windows) and not repartitions and engine() == "kernel"
+    return (lookup or tables or windows or foreign) and not repartitions and engine() == "kernel"
 
 
 @dataclass
@@ -104,6 +106,8 @@ def kernel_join(
         assert window is not None
         batch = _kernel(spark).streamStream(*args[:-1], spec.join.kind.value, window.before, window.after,
                                             spec.join.grace, long_keys)  # fmt: skip
+    elif spec.join.shape is Shape.TABLE_TABLE_FK:
+        batch = _kernel(spark).foreignKey(*args, spec.left.versioned is not None, versioned is not None, long_keys)
     elif spec.join.shape is Shape.TABLE_TABLE:
         batch = _kernel(spark).tableTable(*args[:-1], spec.join.kind.value, spec.left.versioned is not None,
                                           versioned is not None)  # fmt: skip
@@ -149,7 +153,7 @@ def committed(spec: PipelineSpec, checkpoint: KernelCheckpoint) -> KernelCommit:
     <version>.changelog``), relative to the state root; none for a temporary checkpoint."""
     if checkpoint.root is None:
         return KernelCommit(())
-    stores = [""]
+    stores = ["", *(["foreign/"] if spec.join.shape is Shape.TABLE_TABLE_FK else [])]
     if spec.aggregate is not None:
         stores += ["aggregate/", *(["previous/"] if spec.join.shape is Shape.TABLE_TABLE else [])]
     version = checkpoint.version + 1

@@ -78,8 +78,9 @@ def selector(projection: Projection, return_type: T.DataType) -> Column:
     return F.udf(call, return_type)(F.col("key"), F.col("value"))
 
 
-def key_selector(projection: Projection) -> Column:
-    """Global-table lookup key over the stream record's ``key`` and value (column ``lval``)."""
+def key_selector(projection: Projection, value: str = "lval") -> Column:
+    """A lookup key as text over the record's ``key`` and its value (column ``value``): a global-table join's
+    key selector (the stream record's ``lval``), a foreign-key join's foreign key (the left record's value)."""
     if projection.expr is not None:
         return F.expr(projection.expr).cast("string")
     assert projection.function is not None
@@ -91,4 +92,4 @@ def key_selector(projection: Projection) -> Column:
         result = fn(key, _plain(value))
         return None if result is None else str(result)
 
-    return F.udf(call, T.StringType())(F.col("key"), F.col("lval"))
+    return F.udf(call, T.StringType())(F.col("key"), F.col(value))

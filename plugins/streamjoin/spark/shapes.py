@@ -141,13 +141,11 @@ class ForeignKey:
         }
 
     def join(self, events: DataFrame, state: Mapping[str, Any], spec: PipelineSpec, summary: BatchSummary) -> ShapeStep:
-        assert spec.join.foreign_key is not None
         step = foreign_key.join_foreign_key(
             events,
             state["left_table"],
             state["right_table"],
             spec.join.kind,
-            spec.join.foreign_key,
             versioned=_versioned(spec),
             long_keys=spec.left.key.format is Format.LONG,
         )

@@ -4,6 +4,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.stream.IntStream;
 
+import org.apache.spark.api.java.JavaPairRDD;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Row;
@@ -97,16 +98,61 @@ public final class Kernel {
                 new StreamStreamRules(layout, rule, before, after, grace, longKeys));
     }
 
+    /**
+     * A foreign-key join over one batch of decoded records (their {@code __lookup}: a left value's foreign key);
+     * parameters as {@link #streamTable}, and:
+     *
+     * @param versionedLeft the left input is versioned (an update older than its key's latest is ignored)
+     * @param versionedRight the same for the right input
+     * @param longKeys left keys are longs: a right update's results come in the order of their 8 big-endian bytes
+     */
+    public static KernelBatch foreignKey(SparkSession session, Dataset<Row> decoded, String checkpoint,
+            long version, int partitions, boolean fileOrder, boolean inner, boolean versionedLeft,
+            boolean versionedRight, boolean longKeys) {
+        Dataset<Row> input = Layout.input(decoded);
+        Layout layout = new Layout(input.schema());
+        int tasks = fileOrder ? 1 : partitions;
+        StoreAdapter subscriptions = new StoreAdapter(session, checkpoint, StoreAdapter.JOIN, TaskState.keySchema(),
+                ForeignKeySubscriptions.valueSchema(layout));
+        StoreAdapter foreign = new StoreAdapter(session, checkpoint, StoreAdapter.FOREIGN, TaskState.keySchema(),
+                ForeignKeyJoin.valueSchema(layout));
+        BatchSummary summary = new BatchSummary(layout);
+        session.sparkContext().register(summary, "streamjoin batch summary");
+        JavaRDD<InternalRow> rows = byTask(input, layout, tasks, fileOrder, summary)
+                .mapPartitionsWithIndex(new ForeignKeySubscriptions(layout, subscriptions, version, fileOrder, tasks,
+                        inner, versionedLeft), true)
+                .mapToPair(message -> message)
+                .partitionBy(new TaskPartitioner(tasks))
+                .mapPartitionsWithIndex(new ForeignKeyJoin(layout, foreign, version, inner, versionedRight, longKeys),
+                        true)
+                .persist(StorageLevel.MEMORY_AND_DISK());
+        return new KernelBatch(rows, session.internalCreateDataFrame(rows.rdd(), layout.output(), false),
+                summary);
+    }
+
     private static KernelBatch run(SparkSession session, Dataset<Row> decoded, Layout layout, String checkpoint,
             long version, int partitions, boolean fileOrder, Rules rules) {
         StoreAdapter stores = new StoreAdapter(session, checkpoint, StoreAdapter.JOIN, TaskState.keySchema(),
                 rules.valueSchema());
         int tasks = fileOrder ? 1 : partitions;
-        int partitionColumn = layout.partition;
-        int rankColumn = layout.rank;
         BatchSummary summary = new BatchSummary(layout);
         session.sparkContext().register(summary, "streamjoin batch summary");
-        JavaRDD<InternalRow> rows = decoded.queryExecution().toRdd().toJavaRDD()
+        JavaRDD<InternalRow> rows = byTask(decoded, layout, tasks, fileOrder, summary)
+                .mapPartitionsWithIndex(new KernelTask(layout, stores, version, fileOrder, rules), true)
+                .persist(StorageLevel.MEMORY_AND_DISK());
+        return new KernelBatch(rows, session.internalCreateDataFrame(rows.rdd(), layout.output(), false),
+                summary);
+    }
+
+    /**
+     * The batch's rows at their tasks, counted into {@code summary} as they are read: task t gets Kafka partition
+     * t of every input (co-partitioned), every task a global table's records; one task in replay's file order.
+     */
+    private static JavaPairRDD<Integer, InternalRow> byTask(Dataset<Row> decoded, Layout layout, int tasks,
+            boolean fileOrder, BatchSummary summary) {
+        int partitionColumn = layout.partition;
+        int rankColumn = layout.rank;
+        return decoded.queryExecution().toRdd().toJavaRDD()
                 .flatMapToPair(row -> {
                     summary.add(row);
                     InternalRow copy = row.copy();
@@ -118,11 +164,7 @@ public final class Kernel {
                     }
                     return List.of(new Tuple2<>(row.getInt(partitionColumn), copy)).iterator();
                 })
-                .partitionBy(new TaskPartitioner(tasks))
-                .mapPartitionsWithIndex(new KernelTask(layout, stores, version, fileOrder, rules), true)
-                .persist(StorageLevel.MEMORY_AND_DISK());
-        return new KernelBatch(rows, session.internalCreateDataFrame(rows.rdd(), layout.output(), false),
-                summary);
+                .partitionBy(new TaskPartitioner(tasks));
     }
 
     /**
@@ -184,7 +226,7 @@ public final class Kernel {
 
     /** Close the stores of {@code checkpoint} loaded in this JVM (local mode: the tasks run in the driver). */
     public static void unload(SparkSession session, String checkpoint, int partitions) {
-        for (String name : List.of(StoreAdapter.JOIN, StoreAdapter.AGGREGATE, StoreAdapter.PREVIOUS)) {
+        for (String name : List.of(StoreAdapter.JOIN, StoreAdapter.AGGREGATE, StoreAdapter.PREVIOUS, StoreAdapter.FOREIGN)) {
             new StoreAdapter(session, checkpoint, name, TaskState.keySchema(), TaskState.keySchema())
                     .unload(partitions);
         }

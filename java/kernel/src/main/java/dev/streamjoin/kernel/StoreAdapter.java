@@ -33,6 +33,8 @@ final class StoreAdapter implements Serializable {
     static final String AGGREGATE = "aggregate";
     /** A table aggregate's store of each join task: its result keys' last counted contributions. */
     static final String PREVIOUS = "previous";
+    /** A foreign-key join's second-stage store of each task: right rows and subscriptions by foreign key. */
+    static final String FOREIGN = "foreign";
     private static final long OPERATOR_ID = 0L;
 
     private final String checkpointRoot;
