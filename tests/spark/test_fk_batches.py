@@ -1,4 +1,5 @@
-"""The foreign-key join carries its tables across micro-batches: a scenario cut into two batches gives the
+"""The DataFrame engine's foreign-key join (``STREAMJOIN_ENGINE=dataframe``; the kernel's is cut into smaller
+batches in ``test_kernel.py``) carries its tables across micro-batches: a scenario cut into two batches gives the
 same changelog as in one (old values and foreign keys of the first batch decide the second's tombstones)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from test_spark_scenarios import as_records, without_nulls
 from scenario_loader import SCENARIO_DIR, load_scenario
 from streamjoin.spark.engine import empty_state, process_batch
 from streamjoin.spark.events import ORDER
+from streamjoin.spark.kernel import ENGINE_ENV
 from streamjoin.spark.replay import raw_frame
 
 pytestmark = pytest.mark.spark
@@ -28,7 +30,8 @@ def _rows(out: Any) -> list[tuple[Any, Any, int]]:
 @pytest.mark.parametrize(
     ("name", "cut"), [("table_table_fk_inner_unjoined_tombstones", 4), ("table_table_fk_left_late_product", 3)]
 )
-def test_fk_scenario_in_two_batches(spark: Any, name: str, cut: int) -> None:
+def test_fk_scenario_in_two_batches(spark: Any, monkeypatch: pytest.MonkeyPatch, name: str, cut: int) -> None:
+    monkeypatch.setenv(ENGINE_ENV, "dataframe")
     scenario = load_scenario(SCENARIO_DIR / f"{name}.yaml")
     spec = scenario.spec
     state = empty_state(spark, spec)
