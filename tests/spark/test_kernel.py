@@ -42,12 +42,8 @@ def kernel_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def test_the_kernel_is_the_default_engine_of_its_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
-    plain = next(s for s in KERNEL if s.name == "stream_table_left_clicks_per_region").spec
-    data = plain.model_dump(mode="json", by_alias=True, exclude_none=True)
-    data["inputs"][plain.join.right]["repartition"] = True
-    repartitioned = parse_spec(data)  # its internal topic's partition count is the other side's, not the spec's
     monkeypatch.delenv(ENGINE_ENV, raising=False)
-    assert all(runs_on_kernel(s.spec) for s in KERNEL) and not runs_on_kernel(repartitioned)
+    assert all(runs_on_kernel(s.spec) for s in KERNEL)
     monkeypatch.setenv(ENGINE_ENV, "dataframe")
     assert not runs_on_kernel(KERNEL[0].spec)
     monkeypatch.setenv(ENGINE_ENV, "kernal")

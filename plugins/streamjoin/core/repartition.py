@@ -47,15 +47,22 @@ def repartitioned(spec: PipelineSpec) -> list[Repartitioned]:
     ]
 
 
-def join_view(spec: PipelineSpec) -> PipelineSpec:
-    """``spec`` as the join reads it: each repartitioned input reads its internal topic (idempotent)."""
+def join_view(spec: PipelineSpec, partitions: int | None = None) -> PipelineSpec:
+    """``spec`` as the join reads it: each repartitioned input reads its internal topic (idempotent).
+
+    :param partitions: the internal topics' partition count (the co-partitioned side's, found on the broker):
+        the view's ``kafka.partitions``, which is the join's task count
+    """
     moved = repartitioned(spec)
     if not moved:
         return spec
     inputs = dict(spec.inputs)
     for item in moved:
         inputs[item.input] = inputs[item.input].model_copy(update={"topic": item.internal, "repartition": False})
-    return spec.model_copy(update={"inputs": inputs})
+    update: dict[str, object] = {"inputs": inputs}
+    if partitions is not None:
+        update["kafka"] = spec.kafka.model_copy(update={"partitions": partitions})
+    return spec.model_copy(update=update)
 
 
 def target_partition(key: bytes | None, source_partition: int, partitions: int) -> int:

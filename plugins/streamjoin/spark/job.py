@@ -39,7 +39,7 @@ from streamjoin.spark.engine import BatchOutput, process_batch, state_schemas, s
 from streamjoin.spark.events import BatchSummary
 from streamjoin.spark.hadoop_storage import storage_for
 from streamjoin.spark.heartbeat import Heartbeat
-from streamjoin.spark.repartition import Repartitioner
+from streamjoin.spark.repartition import Repartitioner, join_partitions
 from streamjoin.spark.shapes import spark_shape
 from streamjoin.spark.sinks import (
     close_transactional_producers,
@@ -185,13 +185,14 @@ class StreamJob:
     """The batch loop of one pipeline; :meth:`run` until caught up (available-now) or stopped."""
 
     def __init__(self, spark: SparkSession, spec: PipelineSpec, settings: JobSettings) -> None:
-        moved, spec = repartitioned(spec), join_view(spec)  # the join reads repartitioned inputs' internal topics
+        self.kafka = KafkaOffsets(settings.bootstrap)
+        # the join reads repartitioned inputs' internal topics, with their partition count
+        moved, spec = repartitioned(spec), join_view(spec, join_partitions(spec, self.kafka))
         self.spark, self.spec, self.settings = spark, spec, settings
         self.files = PipelineFiles(Path(settings.checkpoint_dir))
         root = settings.durable_root(spec)
         storage = storage_for(spark, root)
         self.offset_log = OffsetLog(join(root, QUERY_DIR), storage)
-        self.kafka = KafkaOffsets(settings.bootstrap)
         self.sources = source_orders(spec)
         self.repartitioners = [
             Repartitioner(spark, item, settings.bootstrap, OffsetLog(join(root, "repartition", item.input), storage),

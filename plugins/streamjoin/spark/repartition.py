@@ -27,11 +27,19 @@ from pyspark.sql import functions as F
 from streamjoin.core.batch_plan import TopicPartition, by_topic
 from streamjoin.core.errors import DeliveryError
 from streamjoin.core.job_files import OffsetLog, Offsets
-from streamjoin.core.repartition import AlreadyWritten, Repartitioned, target_partition
+from streamjoin.core.repartition import AlreadyWritten, Repartitioned, repartitioned, target_partition
+from streamjoin.core.spec import PipelineSpec
 from streamjoin.kafka.client_config import KafkaTarget
 from streamjoin.kafka.clients import producer_config
 from streamjoin.kafka.offsets import KafkaOffsets
 from streamjoin.spark.source import read_offsets
+
+
+def join_partitions(spec: PipelineSpec, offsets: KafkaOffsets) -> int | None:
+    """The partition count of ``spec``'s internal topics on the broker (the join's task count; a missing
+    topic is an error naming it), or None when no input is repartitioned."""
+    moved = repartitioned(spec)
+    return len(offsets.partitions([moved[0].internal])) if moved else None
 
 
 class Repartitioner:

@@ -32,6 +32,7 @@ from streamjoin.kafka.clients import offsets_for_time
 from streamjoin.kafka.offsets import KafkaOffsets
 from streamjoin.spark.engine import process_batch, state_schemas, state_store
 from streamjoin.spark.hadoop_storage import storage_for
+from streamjoin.spark.repartition import join_partitions
 from streamjoin.spark.sinks import file_rows
 from streamjoin.spark.source import read_offsets
 
@@ -102,10 +103,11 @@ def reprocess_day(
     day) unless ``dry_run``; with ``stage``, into ``daily/_staging/date=D`` instead, for its check to decide
     (``core/publish.py``)."""
     started = time.monotonic()
-    spec = join_view(spec)  # a repartitioned input is read from its internal topic, as the stream read it
+    kafka = KafkaOffsets(bootstrap)
+    # a repartitioned input is read from its internal topic, as the stream read it
+    spec = join_view(spec, join_partitions(spec, kafka))
     result = DayResult(day=plan.day.isoformat(), dry_run=dry_run)
     ranges = topic_ranges(plan, bootstrap)
-    kafka = KafkaOffsets(bootstrap)
     begin = {(r.topic, p): o for r in ranges for p, o in r.starting.items()}
     earliest = kafka.earliest([tp for tp, o in begin.items() if o < 0])
     begin = {tp: earliest.get(tp, o) for tp, o in begin.items()}
