@@ -7,6 +7,6 @@ mkdir -p "$AIRFLOW_HOME"
 airflow db migrate > "$AIRFLOW_HOME/db-migrate.log" 2>&1 || { tail -30 "$AIRFLOW_HOME/db-migrate.log"; exit 1; }
 ruff check .
 status=0
-python -m pytest -p no:cacheprovider -ra --tb=short --durations=30 "$@" || status=$?
+python -m pytest -p no:cacheprovider -ra --tb=short --durations=60 "$@" || status=$?
 if [ "$status" -eq 5 ]; then echo "no tests were collected"; exit 1; fi
 exit "$status"

@@ -3,38 +3,18 @@ gives what one batch gives, and what the reference engine gives in the batch ord
 
 from __future__ import annotations
 
-import zlib
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_spark_scenarios import SCENARIOS, assert_same, inputs, pipelines, spark_replay
+from test_spark_scenarios import assert_same, inputs, pipelines, spark_replay
 
-from scenario_loader import Scenario
 from streamjoin.core.records import Record
 from streamjoin.core.reference import ReferenceEngine
 from streamjoin.core.spec import parse_spec
 
 pytestmark = pytest.mark.spark
-
-
-#: one scenario per shape family whose state crosses batches on the DataFrame engine (a small Spark batch costs
-#: seconds here); the kernel's shapes are cut into one- or two-record batches in test_kernel.py
-CUT = {"table_table_fk_left_aggregate"}
-
-
-@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.name in CUT], ids=str)
-def test_a_scenario_cut_into_batches_gives_the_one_batch_output(spark: Any, scenario: Scenario) -> None:
-    """Sizes from 1 to 4 records, chosen per scenario, at most 5 batches."""
-    size = 1 + zlib.crc32(scenario.name.encode()) % 4
-    size = max(size, -(-len(scenario.inputs) // 5))
-    whole = spark_replay(spark, scenario.spec, scenario.inputs, batch=True)
-    sizes: list[int] = []
-    cut = spark_replay(spark, scenario.spec, scenario.inputs, batch=True, max_records=size,
-                       on_batch=lambda _, plan: sizes.append(plan.records))  # fmt: skip
-    assert len(sizes) > 1 and sum(sizes) == len(scenario.inputs), sizes  # (a global table comes whole)
-    assert_same(whole, cut, scenario.spec.dead_letter_topic, f"{scenario.name} in batches of {size}")
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
