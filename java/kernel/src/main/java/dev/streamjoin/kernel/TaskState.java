@@ -13,12 +13,13 @@ import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * A task's state in its store: rows keyed by (kind, key), valued by the shape's value schema, whose first
- * two fields are (value, ts). Kinds: {@link #TABLE}, a plain table's latest value per key and its ts;
+ * two fields are (value, ts). Kinds: {@link #TABLE}, a plain table's latest value per key and its ts (a
+ * foreign-key join's second stage: per foreign key, the right row and its subscribers, {@link ForeignKeyJoin});
  * {@link #CLOCK}, a (topic, partition) queue's max timestamp so far (the batch order's carry-over), in
  * {@code ts}; {@link #VERSIONS}, a versioned table's versions of a key; {@link #BUFFER}, the grace buffer
  * (one row, key ""); {@link #TIME}, the task's named stream times, in {@code ts}; {@link #AGGREGATE}, a
  * group's running total and max ts (an aggregate's store); {@link #LEFT_TABLE}, a table-table join's left
- * side ({@link TableTableRules}); {@link #PREVIOUS}, a table aggregate's last counted contribution of a result
+ * side ({@link TableTableRules}; a foreign-key join's left values and foreign keys, {@link ForeignKeySubscriptions}); {@link #PREVIOUS}, a table aggregate's last counted contribution of a result
  * key ({@link TableAggregateChanges}); {@link #WINDOWS}, {@link #WINDOW_INDEX}, {@link #PENDING} and
  * {@link #BUCKETS}, a stream-stream join's window stores ({@link WindowStore}). All of a task's rows are
  * committed together, as one version.
