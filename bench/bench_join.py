@@ -28,7 +28,9 @@ Variants (``--variants``) and their Kafka Streams counterparts (``bench/kafka-st
 once: ``output.delivery: exactly_once`` / ``processing.guarantee=exactly_once_v2``; outputs read committed),
 ``table-table`` (the clicks read as a table, each user's latest count, left-joined with the regions table;
 every update emitted, Kafka Streams without its record cache; checked: the last value of each user on the
-output is (their region, their last click's count)),
+output is (their region, their last click's count)), ``fk`` (the same two tables joined by a foreign key, the
+clicks' key: ``foreign_key: {expr: key}`` / ``leftJoin(regions, (user, n) -> user, joiner)``; checked as
+``table-table``; Kafka Streams' run ends when its inputs and its subscription and response topics are committed),
 ``join+sum/batch`` (+ per-region sum, one update per region and micro-batch / Kafka Streams' default record
 cache), ``join+sum`` (one sum update per click / no record cache), ``stream-stream`` (views x clicks, 10 s
 window, inner). Rates are input records per second over a backlog (streamjoin: ``run_stream`` with
@@ -79,6 +81,7 @@ KS_WORKLOAD = {
     "join": "join",
     "join/eos": "join",
     "table-table": "table-table",
+    "fk": "fk",
     "join+sum/batch": "join-sum",
     "join+sum": "join-sum-nocache",
     "stream-stream": "stream-stream",
@@ -153,6 +156,10 @@ def bench_spec(suffix: str, out_suffix: str, variant: str, max_per_trigger: int)
     if variant == "table-table":  # the clicks read as a table (each user's latest count) joined with the regions
         data["inputs"]["clicks"]["role"] = "table"
         data["join"]["shape"] = "table-table"
+    if variant == "fk":  # the same tables joined by a foreign key: the clicks' key (Kafka Streams' KIP-1104 form)
+        data["inputs"]["clicks"]["role"] = "table"
+        data["join"]["shape"] = "table-table-fk"
+        data["join"]["foreign_key"] = {"expr": "key"}
     if variant.startswith("join+sum"):
         data["aggregate"]["output"]["topic"] += out_suffix
         data["aggregate"]["output"]["files"] = None
@@ -494,7 +501,7 @@ class Checker:
             got_pairs = self.count(topics["pairs"])
             if got_pairs != pairs:
                 problems.append(f"join results: expected {pairs} pairs, got {got_pairs}")
-        elif variant == "table-table":
+        elif variant in ("table-table", "fk"):
             latest = self.latest_enriched(topics["enriched"])
             if latest != expected.last_clicks:
                 wrong = sorted(k for k in latest.keys() | expected.last_clicks.keys()
@@ -703,7 +710,7 @@ def main() -> int:
     stream_stream = "stream-stream" in variants or "stream-stream" in more
     expected = produce(args.bootstrap, topics["clicks"], topics["regions"], args.users, args.clicks,
                        unknown_share=args.unknown_share, keep_times=stream_stream,
-                       keep_last="table-table" in variants)  # fmt: skip
+                       keep_last=bool({"table-table", "fk"} & set(variants)))  # fmt: skip
     total = args.clicks + args.users
     print(f"produced {total:,} records in {expected.seconds:.1f}s ({total / expected.seconds:,.0f}/s); "
           f"expected per-region totals {expected.totals}", flush=True)  # fmt: skip

@@ -141,6 +141,13 @@ public final class KafkaStreamsBench {
                         .toStream()
                         .to(output, Produced.with(Serdes.String(), Serdes.String()));
             }
+            case "fk" -> {  // the same tables, joined by a foreign key taken from the clicks' key (KIP-1104)
+                KTable<String, Long> clicks = builder.table(required("clicks"), Consumed.with(Serdes.String(), Serdes.Long()));
+                KTable<String, String> regions = builder.table(required("regions"), Consumed.with(Serdes.String(), Serdes.String()));
+                clicks.leftJoin(regions, (user, n) -> user, (n, region) -> enriched(region, n))
+                        .toStream()
+                        .to(output, Produced.with(Serdes.String(), Serdes.String()));
+            }
             case "stream-stream" -> {
                 KStream<String, String> views = builder.stream(required("views"), Consumed.with(Serdes.String(), Serdes.String()));
                 KStream<String, Long> clicks = builder.stream(required("clicks"), Consumed.with(Serdes.String(), Serdes.Long()));
@@ -170,7 +177,8 @@ public final class KafkaStreamsBench {
         // at_least_once commits every 30 s by default, and the record cache flushes the aggregate on commit:
         // at the end of a backlog the last totals would wait up to 30 s. The bench commits every second.
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Integer.parseInt(opts.getOrDefault("commit-interval-ms", "1000")));
-        if (workload.equals("join-sum-nocache") || workload.equals("table-table")) {  // every update, as ours
+        if (workload.equals("join-sum-nocache") || workload.equals("table-table") || workload.equals("fk")) {
+            // every update, as ours
             props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0L);
         }
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
@@ -206,6 +214,20 @@ public final class KafkaStreamsBench {
             }
         }
         Thread.sleep(50);
+        return true;
+    }
+
+    /** Whether the app's FK subscription topics, then its response topics, are committed to their ends. */
+    boolean internalCommitted(String appId) throws Exception {
+        Set<String> names = admin.listTopics().names().get();
+        for (String kind : List.of("SUBSCRIPTION-REGISTRATION", "SUBSCRIPTION-RESPONSE")) {
+            for (String name : names) {
+                if (name.startsWith(appId + "-") && name.contains(kind) && name.endsWith("-topic")
+                        && !inputCommitted(appId, name)) {
+                    return false;
+                }
+            }
+        }
         return true;
     }
 
@@ -265,15 +287,17 @@ public final class KafkaStreamsBench {
         long lastSeen = -1;
         double lastConsumed = -1;
         boolean transactions = !opts.getOrDefault("guarantee", StreamsConfig.AT_LEAST_ONCE).equals(StreamsConfig.AT_LEAST_ONCE);
-        boolean tables = workload.equals("table-table");
+        boolean tables = workload.equals("table-table") || workload.equals("fk");
         while (true) {
             count = endOffsets(output);
             // under exactly once the output's offsets count the transactions' markers too: done when the app's
             // committed input offsets (committed with its output, in one transaction) reach the clicks' end
             // a table-table join's output count depends on the order the two tables are read in (a region read
             // after its user's click emits too): done, as under exactly once, when the inputs are committed
+            // a foreign-key join is done when its subscription and response topics are committed too
             boolean ok = transactions || tables
                     ? inputCommitted(appId, required("clicks")) && (!tables || inputCommitted(appId, required("regions")))
+                            && (!workload.equals("fk") || internalCommitted(appId))
                     : count >= expectCount;
             if (totals) {
                 var records = reader.poll(Duration.ofMillis(50));
