@@ -1,7 +1,8 @@
 """A truncated, corrupt or missing state version stops the streaming job before its first batch, with a
 message naming the file: it never starts over from an empty (or an older) state. These are the checks of
-streamjoin's own state store (a version's manifest), so the pipeline is one on the DataFrame engine (a foreign-key
-join): a join on the kernel keeps its state, and its aggregate's, in Spark's state store instead."""
+streamjoin's own state store (a version's manifest), so the pipeline runs on the DataFrame engine
+(``STREAMJOIN_ENGINE=dataframe``): a join on the kernel keeps its state, and its aggregate's, in Spark's state
+store, whose committed files the manifest lists (``test_hdfs_checkpoints``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from streamjoin.core.spec import load_spec
 from streamjoin.demo.sample import demo_records
 from streamjoin.spark.engine import process_batch, state_schemas
 from streamjoin.spark.job import JobSettings, StreamJob
-from streamjoin.spark.kernel import runs_on_kernel
+from streamjoin.spark.kernel import ENGINE_ENV, runs_on_kernel
 from streamjoin.spark.replay import raw_frame
 
 #: a foreign-key join: its tables are parquet datasets in each state version
@@ -33,7 +34,10 @@ def _refusal(spark: Any, checkpoint: Path) -> str:
     return str(refused.value)
 
 
-def test_a_damaged_state_version_stops_the_job_naming_the_file(spark: Any, tmp_path: Path) -> None:
+def test_a_damaged_state_version_stops_the_job_naming_the_file(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENGINE_ENV, "dataframe")
     assert not runs_on_kernel(SPEC) and "left_table" in state_schemas(SPEC)
     checkpoint = tmp_path / "ck"
     job = StreamJob(spark, SPEC, JobSettings(bootstrap="127.0.0.1:1", checkpoint_dir=str(checkpoint)))
