@@ -40,6 +40,8 @@ final class ForeignKeyJoin implements
     private static final int TS = 1;
     private static final int PRESENT = 2;
     private static final int POINTING = 3;
+    /** The ts of a foreign key no right row has set (the field is not nullable). */
+    private static final long NO_TS = Long.MIN_VALUE;
 
     private final Layout layout;
     private final StoreAdapter stores;
@@ -140,11 +142,8 @@ final class ForeignKeyJoin implements
             return f;
         }
         f.present = row.getBoolean(PRESENT);
-        f.ts = row.isNullAt(TS) ? null : row.getLong(TS);
+        f.ts = row.getLong(TS) == NO_TS ? null : row.getLong(TS);
         f.right = row.isNullAt(RIGHT) ? null : row.get(RIGHT, layout.rightType);
-        if (f.ts != null && f.ts == Long.MIN_VALUE) {
-            f.ts = null;
-        }
         ArrayData pointing = row.getArray(POINTING);
         DataType leftType = layout.leftType;
         for (int i = 0; i < pointing.numElements(); i++) {
@@ -161,7 +160,7 @@ final class ForeignKeyJoin implements
             return;
         }
         Object[] pointing = f.pointing.values().stream().map(GenericInternalRow::new).toArray();
-        state.putFields(TaskState.TABLE, fk, f.present ? f.right : null, f.ts == null ? Long.MIN_VALUE : f.ts,
+        state.putFields(TaskState.TABLE, fk, f.present ? f.right : null, f.ts == null ? NO_TS : f.ts,
                 f.present, new GenericArrayData(pointing));
     }
 

@@ -1,6 +1,7 @@
 package dev.streamjoin.kernel;
 
 import java.io.Serializable;
+import java.util.Comparator;
 
 import org.apache.spark.unsafe.types.UTF8String;
 
@@ -28,7 +29,7 @@ record ForeignKeyMessage(int type, UTF8String fk, UTF8String key, Object value, 
     static final int RESULT = 3;
 
     /** The second stage's order: the triggering record's place, then leaving an fk before pointing at one. */
-    static final java.util.Comparator<ForeignKeyMessage> ORDER = java.util.Comparator
+    static final Comparator<ForeignKeyMessage> ORDER = Comparator
             .comparingLong(ForeignKeyMessage::pos)
             .thenComparingInt(ForeignKeyMessage::input)
             .thenComparingInt(ForeignKeyMessage::partition)

@@ -226,7 +226,8 @@ public final class Kernel {
 
     /** Close the stores of {@code checkpoint} loaded in this JVM (local mode: the tasks run in the driver). */
     public static void unload(SparkSession session, String checkpoint, int partitions) {
-        for (String name : List.of(StoreAdapter.JOIN, StoreAdapter.AGGREGATE, StoreAdapter.PREVIOUS, StoreAdapter.FOREIGN)) {
+        for (String name : List.of(StoreAdapter.JOIN, StoreAdapter.AGGREGATE, StoreAdapter.PREVIOUS,
+                StoreAdapter.FOREIGN)) {
             new StoreAdapter(session, checkpoint, name, TaskState.keySchema(), TaskState.keySchema())
                     .unload(partitions);
         }
