@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import os
 import pstats
 import sys
 import time
@@ -29,13 +28,7 @@ def main() -> None:
     parser.add_argument("scenario", help="a tests/scenarios/*.yaml name, without .yaml")
     parser.add_argument("--max-records", type=int, default=2, help="records per micro-batch")
     parser.add_argument("--top", type=int, default=15, help="streamjoin functions to list")
-    parser.add_argument(
-        "--engine", choices=["dataframe", "kernel"], default=None,
-        help="run the batches on this engine (sets STREAMJOIN_ENGINE; default: as the environment says)",
-    )  # fmt: skip
     args = parser.parse_args()
-    if args.engine is not None:
-        os.environ["STREAMJOIN_ENGINE"] = args.engine
 
     from test_spark_scenarios import assert_same, spark_replay
 
@@ -70,11 +63,8 @@ def main() -> None:
     )  # fmt: skip
     assert_same(whole, cut, scenario.spec.dead_letter_topic, f"{args.scenario} in batches of {args.max_records}")
     n = len(batches)
-    from streamjoin.spark.kernel import runs_on_kernel
-
-    engine = "kernel" if runs_on_kernel(scenario.spec) else "dataframe"
     print(
-        f"{args.scenario} ({engine} engine): {len(scenario.inputs)} records in {n} batches of <= {args.max_records}: "
+        f"{args.scenario}: {len(scenario.inputs)} records in {n} batches of <= {args.max_records}: "
         f"{seconds / n:.2f} s, {jobs / n:.1f} Spark jobs and {py4j_calls / n:.0f} Py4J calls per batch; "
         "output as in one batch"
     )

@@ -71,9 +71,9 @@ def test_an_old_table_backlog_behind_later_clicks_gives_the_exact_totals(spark: 
     records = clicks + regions  # arrival order does not matter: both are on the topics before the job starts
     expected = _totals(ReferenceEngine(SEED).replay_batch(records))
     assert expected["UNKNOWN"] == 4 and set(expected) == {"europe", "asia", "africa", "UNKNOWN"}
-    for size in (7, 20):
-        got = _totals(spark_replay(spark, SEED, records, batch=True, max_records=size))
-        assert got == expected, f"batches of {size}: {got} != {expected}"
+    # one size: the seed's Python functions cost seconds a batch (other sizes: the random pipelines' test)
+    got = _totals(spark_replay(spark, SEED, records, batch=True, max_records=7))
+    assert got == expected, f"batches of 7: {got} != {expected}"
 
 
 def _totals(rows: list[Any]) -> dict[str, int]:

@@ -2,8 +2,8 @@
 scenario in batches of one record (versioned tables) or two, its state carried in Spark's state store between
 them; co-partitioned inputs over several partitions, a global table read by every task, a long windowed stream
 (expiry and held results across batches), foreign keys across tasks (the kernel's second stage by foreign key),
-the aggregate after the join (its reducer tasks keep the totals: per change in the scenarios, per batch against
-the DataFrame engine in the same cuts), and a batch run again after the driver died between the tasks' store
+the aggregate after the join (its reducer tasks keep the totals: per change in the scenarios, per batch as each
+group's last change of the batch), and a batch run again after the driver died between the tasks' store
 commits and the batch's own commit (plain with an aggregate, versioned with grace, stream-stream)."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import dataclasses
 import json
 import random
 import zlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,40 +24,22 @@ from streamjoin.core.records import Emitted, Record
 from streamjoin.core.reference import ReferenceEngine
 from streamjoin.core.shapes import Shape
 from streamjoin.core.spec import PipelineSpec, parse_spec
-from streamjoin.core.storage import LocalStorage
-from streamjoin.spark.engine import state_schemas, state_store
-from streamjoin.spark.kernel import ENGINE_ENV, KernelResults, runs_on_kernel, unload
+from streamjoin.spark.kernel import KernelResults, unload
 from streamjoin.spark.replay import RAW_SCHEMA, _in_plan, _run, raw_rows, timestamps
+from streamjoin.spark.state import KernelCheckpoint, StateStore
 
 pytestmark = pytest.mark.spark
 KERNEL = SCENARIOS  # every shape runs on the kernel
 
 
-@pytest.fixture
-def kernel_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv(ENGINE_ENV, "kernel")
-    yield
-
-
-def test_the_kernel_is_the_default_engine_of_its_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(ENGINE_ENV, raising=False)
-    assert all(runs_on_kernel(s.spec) for s in KERNEL)
-    monkeypatch.setenv(ENGINE_ENV, "dataframe")
-    assert not runs_on_kernel(KERNEL[0].spec)
-    monkeypatch.setenv(ENGINE_ENV, "kernal")
-    with pytest.raises(ValueError, match="STREAMJOIN_ENGINE='kernal': expected one of kernel, dataframe"):
-        runs_on_kernel(KERNEL[0].spec)
-
-
 @pytest.mark.parametrize("scenario", KERNEL, ids=str)
 def test_a_scenario_on_the_kernel_in_small_batches_equals_the_reference(
-    spark: Any, kernel_engine: None, scenario: Scenario
+    spark: Any, scenario: Scenario
 ) -> None:
     """The smallest batches that matter: one record each with a versioned table (its grace buffer and
     versions cross every batch boundary), two with a plain one (state and clocks carried through the store
     all the same, for half the Spark batches: each costs seconds in CI). The scenario in one batch is
     ``test_spark_scenarios``' (the kernel is the default engine of these shapes)."""
-    assert runs_on_kernel(scenario.spec)
     expected = ReferenceEngine(scenario.spec).replay_batch(scenario.inputs)
     size = 1 if scenario.spec.right.versioned is not None else 2
     batches: list[int] = []
@@ -77,7 +58,7 @@ def _spread(records: list[Record], partitions: int) -> list[Record]:
     ]
 
 
-def test_co_partitioned_inputs_over_several_partitions_equal_the_reference(spark: Any, kernel_engine: None) -> None:
+def test_co_partitioned_inputs_over_several_partitions_equal_the_reference(spark: Any) -> None:
     scenario = next(s for s in KERNEL if s.name == "stream_table_left_clicks_per_region")
     records = _spread(scenario.inputs, 3)
     assert len({r.partition for r in records}) == 3
@@ -86,7 +67,7 @@ def test_co_partitioned_inputs_over_several_partitions_equal_the_reference(spark
     assert_same(expected, got, scenario.spec.dead_letter_topic, "three partitions in batches of 3")
 
 
-def test_a_global_table_reaches_every_task(spark: Any, kernel_engine: None) -> None:
+def test_a_global_table_reaches_every_task(spark: Any) -> None:
     """The global table's records sit in one partition, the views in three: each task keeps a replica of the
     global table, so a view in any partition finds its user's region (key selector over the view's value)."""
     scenario = next(s for s in KERNEL if s.name == "stream_globaltable_left_key_selector")
@@ -100,27 +81,60 @@ def test_a_global_table_reaches_every_task(spark: Any, kernel_engine: None) -> N
     assert_same(expected, got, scenario.spec.dead_letter_topic, "views over three partitions in batches of 4")
 
 
-def test_a_per_batch_aggregate_on_the_kernel_equals_the_dataframe_engines_in_the_same_cuts(
-    spark: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _batches(spark: Any, spec: PipelineSpec, records: list[Record], size: int) -> tuple[Any, list[Any]]:
+    """The records as Kafka-shaped rows and the plans of the streaming job's batches of ``size`` offsets."""
+    rows = raw_rows(spec, as_records(records), batch=True)
+    index = RecordsIndex(timestamps(rows))
+    plans = plan_all({tp: 0 for tp in index.latest()}, index.latest(), source_orders(spec), index, size)
+    return spark.createDataFrame(rows, RAW_SCHEMA), plans
+
+
+def _run_batches(
+    spark: Any, spec: PipelineSpec, raw: Any, plans: list[Any], root: str, crash_at: int | None = None
+) -> list[list[dict[str, Any]]]:
+    """Each batch's outputs, state carried through a store under ``root``; at batch ``crash_at`` the driver
+    dies after the tasks committed their stores (closed: a new JVM has none loaded) and the batch runs again."""
+    store = StateStore(root, pipeline=spec.name)
+    outputs = []
+    for batch_id, plan in enumerate(plans):
+        part = raw.filter(_in_plan(plan))
+        if batch_id == crash_at:
+            lost = _run(spec, part, store.load(batch_id), file_order=False)
+            assert lost, "the crashed batch emitted nothing: the test would not see a difference"
+            unload(spark, f"{root}/kernel", spec.kafka.partitions)
+        outputs.append(_run(spec, part, store.load(batch_id), file_order=False, store=store, batch_id=batch_id))
+    unload(spark, f"{root}/kernel", spec.kafka.partitions)
+    return outputs
+
+
+def test_a_per_batch_aggregate_emits_each_groups_last_change_of_the_batch(spark: Any, tmp_path: Any) -> None:
     """One update per group per micro-batch depends on where batches are cut (as Kafka Streams' cache does on
-    its commit interval): the kernel's reducer tasks and the DataFrame engine's hash aggregation agree on
-    every cut, over three partitions, dead letters (null group, null amount) included."""
+    its commit interval): in every batch, over three partitions, the kernel's reducer tasks emit each group's
+    last per-change update of that batch (whose exactness the scenarios check), once, and the same dead
+    letters (null group, null amount)."""
     scenario = next(s for s in KERNEL if s.name == "stream_table_left_sum_dead_letters")
     data = scenario.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     data["aggregate"]["emit"] = "per_batch"
-    spec = parse_spec(data)
-    records = _spread(scenario.inputs, 3)
-    monkeypatch.setenv(ENGINE_ENV, "kernel")
-    assert runs_on_kernel(spec)
-    kernel = spark_replay(spark, spec, records, batch=True, max_records=2)
-    monkeypatch.setenv(ENGINE_ENV, "dataframe")
-    dataframe = spark_replay(spark, spec, records, batch=True, max_records=2)
-    assert_same(dataframe, kernel, spec.dead_letter_topic, "per-batch updates in batches of 2")
-    assert spec.aggregate is not None
-    updates = [r for r in kernel if r.topic == spec.aggregate.output.topic]
-    assert len(updates) > len({r.key for r in updates}), "one batch only: the cuts would not matter"
-    assert any(r.topic == spec.dead_letter_topic for r in kernel)
+    per_batch_spec, per_change_spec = parse_spec(data), scenario.spec
+    assert per_batch_spec.aggregate is not None
+    topic, dead = per_batch_spec.aggregate.output.topic, per_batch_spec.dead_letter_topic
+    more = [("region-clicks", "alice", {"qty": 1}, 6_000), ("region-clicks", "bob", {"qty": 3}, 6_500),
+            ("region-clicks", "alice", {"qty": 4}, 7_000), ("click-regions", "bob", "asia", 7_500),
+            ("region-clicks", "bob", {"qty": 2}, 8_000), ("region-clicks", "alice", {"qty": 6}, 8_500)]  # fmt: skip
+    records = [*scenario.inputs, *(Record(*r) for r in more)]
+    raw, plans = _batches(spark, per_batch_spec, _spread(records, 3), 5)
+    per_batch = _run_batches(spark, per_batch_spec, raw, plans, str(tmp_path / "per_batch"))
+    per_change = _run_batches(spark, per_change_spec, raw, plans, str(tmp_path / "per_change"))
+    repeated = 0
+    for batch_id, (batch, changes) in enumerate(zip(per_batch, per_change, strict=True)):
+        updates = [(r["key"], r["value"], r["ts"]) for r in batch if r["topic"] == topic]
+        last = {r["key"]: (r["key"], r["value"], r["ts"]) for r in changes if r["topic"] == topic}
+        assert sorted(updates) == sorted(last.values()), f"batch {batch_id}"
+        repeated += sum(r["topic"] == topic for r in changes) - len(last)
+        letters = [r for r in batch if r["topic"] == dead]
+        assert letters == [r for r in changes if r["topic"] == dead], f"batch {batch_id}"
+    assert repeated > 0, "no group changed twice in a batch: per batch would equal per change"
+    assert any(r["topic"] == dead for batch in per_batch for r in batch)
 
 
 #: a batch of each kind of state whose run is crashed and run again
@@ -130,37 +144,18 @@ CRASHED = ["stream_table_left_clicks_per_region", "stream_table_left_grace_versi
 
 @pytest.mark.parametrize("name", CRASHED)
 def test_a_batch_run_again_after_the_driver_died_before_its_commit_gives_the_same_outputs(
-    spark: Any, kernel_engine: None, tmp_path: Any, name: str
+    spark: Any, tmp_path: Any, name: str
 ) -> None:
     """Batch k's tasks commit their stores (version k + 1), then the driver dies before it saves the batch:
     the stores are closed (a new JVM has none loaded) and batch k runs again from the saved version. Its
     outputs, and every later batch's (which read the state it left), are those of a run without the crash."""
     scenario = next(s for s in KERNEL if s.name == name)
     spec = scenario.spec
-    rows = raw_rows(spec, as_records(_spread(scenario.inputs, 2)), batch=True)
-    raw = spark.createDataFrame(rows, RAW_SCHEMA)
-    index = RecordsIndex(timestamps(rows))
-    plans = plan_all({tp: 0 for tp in index.latest()}, index.latest(), source_orders(spec), index, 3)
+    raw, plans = _batches(spark, spec, _spread(scenario.inputs, 2), 3)
     crash = len(plans) // 2
     assert crash > 0
-
-    def run(root: str, crash_at: int | None) -> list[list[dict[str, Any]]]:
-        store = state_store(root, LocalStorage())
-        outputs = []
-        for batch_id, plan in enumerate(plans):
-            part = raw.filter(_in_plan(plan))
-            if batch_id == crash_at:
-                lost = _run(spec, part, store.load(spark, batch_id, state_schemas(spec)), file_order=False)
-                assert lost, "the crashed batch emitted nothing: the test would not see a difference"
-                unload(spark, f"{root}/kernel", spec.kafka.partitions)
-            state = store.load(spark, batch_id, state_schemas(spec))
-            outputs.append(_run(spec, part, state, file_order=False, store=store, batch_id=batch_id))
-        store.close()
-        unload(spark, f"{root}/kernel", spec.kafka.partitions)
-        return outputs
-
-    clean = run(str(tmp_path / "clean"), None)
-    crashed = run(str(tmp_path / "crashed"), crash)
+    clean = _run_batches(spark, spec, raw, plans, str(tmp_path / "clean"))
+    crashed = _run_batches(spark, spec, raw, plans, str(tmp_path / "crashed"), crash)
     assert crashed == clean
     expected = ReferenceEngine(spec).replay_batch(_spread(scenario.inputs, 2))
     emitted = [_emitted(r, spec) for batch in clean for r in batch]
@@ -184,7 +179,7 @@ def _windowed_records(seed: int, count: int) -> list[Record]:
 
 @pytest.mark.parametrize("kind", ["inner", "left", "outer"])
 def test_a_long_windowed_stream_in_batches_on_the_kernel_equals_the_reference(
-    spark: Any, kernel_engine: None, kind: str
+    spark: Any, kind: str
 ) -> None:
     """400 records through a stream-stream join with before 3 s, after 2 s, grace 1 s, in batches of about 40:
     window records expire from the kernel's store by its time buckets and pending ones are released by their
@@ -207,7 +202,7 @@ def test_a_long_windowed_stream_in_batches_on_the_kernel_equals_the_reference(
 
 @pytest.mark.parametrize("kind", ["inner", "left"])
 def test_foreign_keys_across_tasks_in_batches_on_the_kernel_equal_the_reference(
-    spark: Any, kernel_engine: None, kind: str
+    spark: Any, kind: str
 ) -> None:
     """150 updates of 12 orders over three partitions pointing at 5 products over two (orders moving between
     products, pointing nowhere, deleted; products renamed and deleted, ones no order points at too), in batches
@@ -247,7 +242,7 @@ def _emitted(row: dict[str, Any], spec: PipelineSpec) -> Emitted:
 
 
 def test_the_kernel_counts_a_batch_as_it_reads_it_as_the_summary_job_does(
-    spark: Any, kernel_engine: None, tmp_path: Any
+    spark: Any, tmp_path: Any
 ) -> None:
     """A batch's counts and partition times (what the job's history and watermarks are made of) come from the
     kernel's first stage, not from a job of their own, and equal that job's: over three partitions, with an
@@ -262,8 +257,7 @@ def test_the_kernel_counts_a_batch_as_it_reads_it_as_the_summary_job_does(
     clicks = spec.left.topic
     rows += [(b"zed", b"not a long", clicks, 1, 100, 99_000), (None, (7).to_bytes(8, "big"), clicks, 2, 100, 98_000)]
     raw = spark.createDataFrame(rows, RAW_SCHEMA)
-    store = state_store(str(tmp_path), LocalStorage())
-    out = process_batch(raw, spec, store.load(spark, 0, state_schemas(spec)))
+    out = process_batch(raw, spec, KernelCheckpoint(str(tmp_path / "kernel")))
     kernel = next(c for c in out.cached if isinstance(c, KernelResults))
     assert kernel.handle.summary() == "", "counted before the batch ran"
     out.results.count()  # the batch's job
@@ -272,11 +266,10 @@ def test_the_kernel_counts_a_batch_as_it_reads_it_as_the_summary_job_does(
     assert expected.rejected == 1 and expected.rows == len(rows)
     assert expected.max_ts[(clicks, 1)] != 99_000 and expected.max_ts[(clicks, 2)] == 98_000
     out.release()
-    store.close()
     unload(spark, f"{tmp_path}/kernel", spec.kafka.partitions)
 
 
-def test_a_function_joiners_tombstones_reach_the_output(spark: Any, kernel_engine: None) -> None:
+def test_a_function_joiners_tombstones_reach_the_output(spark: Any) -> None:
     """A function joiner is called only for results that are not tombstones: its batch program reads the
     results twice (values, tombstones) and unions them, and each branch must get the batch's rows (before the
     fix, the second branch read the program's empty placeholder: a table join with a function joiner lost its

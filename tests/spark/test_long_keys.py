@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from scenario_loader import SCENARIO_DIR, load_scenario
-from streamjoin.spark.engine import empty_state, process_batch
+from streamjoin.spark.engine import process_batch
 from streamjoin.spark.replay import RAW_SCHEMA
 from streamjoin.spark.sinks import kafka_rows
+from streamjoin.spark.state import KernelCheckpoint
 
 pytestmark = pytest.mark.spark
 
@@ -25,7 +26,7 @@ def test_long_keys_decode_dead_letter_and_encode(spark: Any) -> None:
         (b"\x00\x00\x00\x07", struct.pack(">q", 1), "id-clicks", 0, 1, 2000),  # an int, not a long
     ]
     raw = spark.createDataFrame(rows, RAW_SCHEMA)
-    state = empty_state(spark, spec)
+    state = KernelCheckpoint(None)  # a fresh state in a temporary folder
     out = process_batch(raw, spec, state, file_order=True)
     results = out.results.collect()
     assert [(r["key"], r["ts"]) for r in results] == [(7, 1000)]

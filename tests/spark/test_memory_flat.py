@@ -1,7 +1,7 @@
 """The driver's heap over many tiny batches: 200 one-record batches of a versioned stream-table join with
 grace, in a fresh JVM with Spark's default 1 GiB driver heap (``bench/memory_flat.py``; 500 there, and the
 30-minute streaming run of ``bench/memory_stream.py``: README, Performance; 200 here keeps CI's cost at a
-third). The DataFrame engine
+third). The DataFrame engine of earlier releases
 filled that heap on this run ("Not enough memory to build and broadcast the table", then full GCs back to
 back); the kernel keeps its state in RocksDB, off the heap."""
 

@@ -11,8 +11,9 @@ import pytest
 from streamjoin.core.records import Record
 from streamjoin.core.reference import ReferenceEngine
 from streamjoin.core.spec import parse_spec
-from streamjoin.spark.engine import empty_state, process_batch
+from streamjoin.spark.engine import process_batch
 from streamjoin.spark.replay import RAW_SCHEMA
+from streamjoin.spark.state import KernelCheckpoint
 
 pytestmark = pytest.mark.spark
 
@@ -37,7 +38,7 @@ def _run(spark: Any, first_view: tuple[bytes | None, bytes]) -> list[tuple[Any, 
         (b"alice", struct.pack(">q", 1), "views", 0, 1, 2_000),
         (b"alice", b"eu-west", "profiles", 0, 0, 5_000),
     ]
-    state = empty_state(spark, SPEC)
+    state = KernelCheckpoint(None)  # a fresh state in a temporary folder
     out = process_batch(spark.createDataFrame(rows, RAW_SCHEMA), SPEC, state)
     got = [(r["key"], r["ts"]) for r in out.results.collect()]
     out.release()

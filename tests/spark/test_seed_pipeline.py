@@ -55,14 +55,15 @@ def test_tombstone_deletes_the_users_region(spark) -> None:
 
 @pytest.mark.spark
 def test_undecodable_value_goes_to_dead_letters_with_reason(spark) -> None:
-    from streamjoin.spark.engine import empty_state, process_batch
+    from streamjoin.spark.engine import process_batch
     from streamjoin.spark.replay import RAW_SCHEMA
+    from streamjoin.spark.state import KernelCheckpoint
 
     raw = spark.createDataFrame(
         [(b"ann", b"\x00\x01\x02", "user-clicks", 0, 0, 10), (b"ann", (7).to_bytes(8, "big"), "user-clicks", 0, 1, 11)],
         RAW_SCHEMA,
     )
-    state = empty_state(spark, SPEC)
+    state = KernelCheckpoint(None)  # a fresh state in a temporary folder
     out = process_batch(raw, SPEC, state)
     dead = out.dead_letters.collect()
     assert [(d["offset"], d["reason"]) for d in dead] == [(0, "undecodable-value: long needs 8 bytes, got 3")]

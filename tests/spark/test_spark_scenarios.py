@@ -24,8 +24,9 @@ from scenario_loader import Scenario, load_scenarios
 from streamjoin.core.records import Emitted, Record, final_tables
 from streamjoin.core.reference import ReferenceEngine
 from streamjoin.core.spec import PipelineSpec, parse_spec
-from streamjoin.spark.engine import empty_state, process_batch
+from streamjoin.spark.engine import process_batch
 from streamjoin.spark.replay import raw_frame, replay
+from streamjoin.spark.state import KernelCheckpoint
 
 pytestmark = pytest.mark.spark
 SCENARIOS = load_scenarios()
@@ -121,7 +122,7 @@ def test_scenario_through_spark_replay(spark: Any, scenario: Scenario) -> None:
 def test_stream_stream_reports_no_late_drops(spark: Any) -> None:
     """Kafka Streams drops no out-of-order record in a stream-stream join: neither does the Spark engine."""
     scenario = next(s for s in SCENARIOS if s.name == "stream_stream_left_out_of_order")
-    state = empty_state(spark, scenario.spec)
+    state = KernelCheckpoint(None)  # a fresh state in a temporary folder
     raw = raw_frame(spark, scenario.spec, as_records(scenario.inputs), batch=False)
     out = process_batch(raw, scenario.spec, state, file_order=True)
     assert out.results.count() == len(scenario.expected)

@@ -1,11 +1,11 @@
-"""A truncated, corrupt or missing state version stops the streaming job before its first batch, with a
-message naming the file: it never starts over from an empty (or an older) state. These are the checks of
-streamjoin's own state store (a version's manifest), so the pipeline runs on the DataFrame engine
-(``STREAMJOIN_ENGINE=dataframe``): a join on the kernel keeps its state, and its aggregate's, in Spark's state
-store, whose committed files the manifest lists (``test_hdfs_checkpoints``)."""
+"""A truncated, corrupt or missing state file stops the streaming job before its first batch, with a message
+naming the file: it never starts over from an empty (or an older) state. The files are those of the kernel's
+stores in Spark's state store (the FK join's two stages), which each batch's manifest lists with their sizes
+and checksums."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -17,12 +17,12 @@ from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.spec import load_spec
 from streamjoin.demo.sample import demo_records
-from streamjoin.spark.engine import process_batch, state_schemas
+from streamjoin.spark.engine import process_batch
 from streamjoin.spark.job import JobSettings, StreamJob
-from streamjoin.spark.kernel import ENGINE_ENV, runs_on_kernel
+from streamjoin.spark.kernel import unload
 from streamjoin.spark.replay import raw_frame
 
-#: a foreign-key join: its tables are parquet datasets in each state version
+#: a foreign-key join: a store per stage
 SPEC = load_spec(PROJECT_HOME / "include/pipelines/orders_products.yaml")
 pytestmark = pytest.mark.spark
 
@@ -34,26 +34,30 @@ def _refusal(spark: Any, checkpoint: Path) -> str:
     return str(refused.value)
 
 
-def test_a_damaged_state_version_stops_the_job_naming_the_file(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(ENGINE_ENV, "dataframe")
-    assert not runs_on_kernel(SPEC) and "left_table" in state_schemas(SPEC)
+def test_a_damaged_state_version_stops_the_job_naming_the_file(spark: Any, tmp_path: Path) -> None:
     checkpoint = tmp_path / "ck"
     job = StreamJob(spark, SPEC, JobSettings(bootstrap="127.0.0.1:1", checkpoint_dir=str(checkpoint)))
     rows = [{"topic": r.topic, "key": r.key, "value": r.value, "ts": 10_000 + r.offset_ms} for r in demo_records(SPEC)]
     raw = raw_frame(spark, SPEC, rows, batch=True)
     store, log = job.writer.store, PipelineFiles(checkpoint).offset_log
-    for batch_id, (lo, hi) in enumerate([(0, 20_000), (20_000, 10**9)]):  # two committed batches
-        part = raw.filter((raw.ts - 10_000 >= lo) & (raw.ts - 10_000 < hi))
-        store.save(batch_id, process_batch(part, SPEC, store.load(spark, batch_id, state_schemas(SPEC))).state)
+    middle = sorted(row["ts"] for row in rows)[len(rows) // 2]
+    for batch_id, (lo, hi) in enumerate([(0, middle), (middle, 10**15)]):  # two committed batches
+        part = raw.filter((raw.ts >= lo) & (raw.ts < hi))
+        out = process_batch(part, SPEC, store.load(batch_id))
+        out.results.count()  # the batch's job: its tasks commit their stores
+        store.save(batch_id, out.commit)
+        out.release()
         log.plan(batch_id, {}, 0)
         log.commit(batch_id)
     StreamJob(spark, SPEC, JobSettings(bootstrap="127.0.0.1:1", checkpoint_dir=str(checkpoint)))  # intact: starts
 
+    unload(spark, str(checkpoint / "state" / "kernel"), SPEC.kafka.partitions)
     version = checkpoint / "state" / "v=1"
-    parquet = sorted(p for p in version.rglob("*.parquet") if p.stat().st_size > 0)[0]
+    listed = json.loads((version / "_COMMITTED").read_text())["files"]
+    assert any("/foreign/" in path for path in listed), "the second stage's store is listed"
+    parquet = max((checkpoint / "state" / path for path in listed), key=lambda p: p.stat().st_size)  # batch 1's
     saved = parquet.read_bytes()
+    assert len(saved) > 101
     parquet.write_bytes(saved[: len(saved) // 2])  # truncated
     message = _refusal(spark, checkpoint)
     assert str(parquet) in message and "truncated" in message, message

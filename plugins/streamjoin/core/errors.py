@@ -68,21 +68,18 @@ class CheckpointLockedError(StreamJoinError):
 
 
 class StateLayoutError(StreamJoinError):
-    """The checkpoint's state holds other states than the pipeline needs now: written by the other engine
-    (``STREAMJOIN_ENGINE``), an earlier release, or before the spec changed shape (an aggregate added, a
-    table made versioned). Terminal: starting from it would lose the state without a word."""
+    """The checkpoint's state was written by the DataFrame engine of a release before the kernel ran every
+    shape: its tables are files the kernel does not read. Terminal: starting from it would lose the state
+    without a word."""
 
-    def __init__(self, path: Any, version: int, found: Iterable[str], expected: Iterable[str], engine: str) -> None:
-        self.path, self.version = str(path), version
-        self.found, self.expected, self.engine = sorted(found), sorted(expected), engine
-        needs = ", ".join(self.expected) or "no state files"
-        if engine == "kernel":
-            needs += " (the kernel keeps its state in Spark's state store)"
+    def __init__(self, path: Any, version: int, pipeline: str, found: Iterable[str]) -> None:
+        self.path, self.version, self.pipeline, self.found = str(path), version, pipeline, sorted(found)
         super().__init__(
-            f"{path}: state version {version} holds {', '.join(self.found) or 'no state'} but this run (engine "
-            f"{engine!r}) needs {needs}: the state was written by another engine "
-            "or release, or the spec changed. Run it as it was written (STREAMJOIN_ENGINE), or start over: move "
-            "the checkpoint aside and reprocess from the topics (the stream restarts from its offsets policy)"
+            f"{path}: state version {version} of pipeline {pipeline or '<unnamed>'!r} holds "
+            f"{', '.join(self.found)}, written by the DataFrame engine of an earlier streamjoin release; this "
+            "release keeps its state in Spark's state store and cannot read it. Either reprocess: move the "
+            "checkpoint aside and run the pipeline again from its topics (the stream restarts from its offsets "
+            "policy), or finish this checkpoint with the earlier release first"
         )
 
 

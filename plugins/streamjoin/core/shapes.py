@@ -1,8 +1,9 @@
 """The join shapes of Kafka Streams and what each one is: one registered definition per shape.
 
-The spec's validation, the topic plan, the batch order, both engines and backfill read a shape's traits
-from :data:`SHAPES` instead of listing shapes themselves, so adding a shape is one entry here, its step
-functions in ``core/semantics``, its Spark module (see ``spark/shapes.py``) and its scenarios.
+The spec's validation, the topic plan, the batch order, the reference engine, the kernel's driver side and
+backfill read a shape's traits from :data:`SHAPES` instead of listing shapes themselves, so adding a shape is
+one entry here, its step functions in ``core/semantics``, its kernel class in ``java/kernel`` (one entry in
+``Kernel.java`` and ``spark/kernel.kernel_join``) and its scenarios.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One micro-batch through the join: decode, order, join, project, aggregate; state in and state out.
+"""One micro-batch through the join: decode, join and aggregate on the kernel, project; state in and state out.
 
 The streaming job (``jobs/stream_join.py``), batch reprocessing and ``streamjoin replay`` all call
 :func:`process_batch`; only where the rows come from and where the outputs go differ.
@@ -11,92 +11,57 @@ from dataclasses import dataclass
 from functools import cached_property, partial
 from typing import Any, Protocol
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from streamjoin.core.errors import SpecError
-from streamjoin.core.shapes import traits
-from streamjoin.core.spec import Format, Joiner, PipelineSpec
-from streamjoin.core.storage import Storage
-from streamjoin.spark.aggregate import AGG_STATE_SCHEMA, aggregate_stream, rejected_results, staged_results
+from streamjoin.core.shapes import Shape, traits
+from streamjoin.core.spec import Format, Joiner, Kind, PipelineSpec
+from streamjoin.spark.aggregate import rejected_results, staged_results
 from streamjoin.spark.events import (
-    ORDER_STATE_SCHEMA,
     BatchSummary,
     decode_batch,
-    good_events,
     output_key,
-    partition_max_ts,
     rejected_records,
     summarize,
     summary_from_text,
-    with_batch_order,
-    with_file_order,
 )
-from streamjoin.spark.kernel import KERNEL_STATE, KernelResults, committed, kernel_join, runs_on_kernel
+from streamjoin.spark.kernel import KernelResults, committed, kernel_join
 from streamjoin.spark.kernel import aggregate as kernel_aggregate
 from streamjoin.spark.kernel import table_aggregate as kernel_table_aggregate
 from streamjoin.spark.projection import is_json_text, joined_value
-from streamjoin.spark.serde import spark_type
-from streamjoin.spark.shapes import spark_shape
 from streamjoin.spark.sinks import encode_key, encode_value
-from streamjoin.spark.state import StateStore, empty_states
-from streamjoin.spark.table_aggregate import PREVIOUS_SCHEMA, aggregate_table, kernel_staged_table_results
+from streamjoin.spark.state import KernelCheckpoint, KernelCommit
+from streamjoin.spark.table_aggregate import kernel_staged_table_results
 from streamjoin.spark.templates import templated
-
-#: states of a few rows per partition, kept as JSON by the state store
-SMALL_STATES = frozenset({"order", "clock"})
-#: states kept as layers (:class:`~streamjoin.spark.layers.KeyedLayers`): a batch writes what it changed
-LAYERED_STATES = frozenset({"table"})
 
 
 class Unpersistable(Protocol):
     def unpersist(self) -> Any: ...
 
 
-def state_store(root: str, storage: Storage) -> StateStore:
-    """The store of a pipeline's states under ``root``, each state kept the way its kind is kept best."""
-    return StateStore(root, storage, small=SMALL_STATES, layered=LAYERED_STATES, kernel={KERNEL_STATE})
-
-
-def state_schemas(spec: PipelineSpec) -> dict[str, str]:
-    """DDL schema of every state the pipeline carries between batches (the kernel's: its name only)."""
-    ltype = spark_type(spec.left.value).simpleString()
-    rtype = spark_type(spec.right.value).simpleString()
-    if runs_on_kernel(spec):
-        return {KERNEL_STATE: "kernel"}  # the join's and the aggregate's stores, in Spark's state store
-    schemas = {"order": ORDER_STATE_SCHEMA} | spark_shape(spec).state_schemas(spec, ltype, rtype)
-    if spec.aggregate is not None:
-        schemas["agg"] = AGG_STATE_SCHEMA
-        if traits(spec.join.shape).table_result:
-            schemas["agg_previous"] = PREVIOUS_SCHEMA
-    return schemas
-
-
-def empty_state(spark: SparkSession, spec: PipelineSpec) -> dict[str, Any]:
-    """The states of a pipeline before its first batch."""
-    return empty_states(spark, state_schemas(spec), LAYERED_STATES, {KERNEL_STATE})
-
-
 @dataclass(frozen=True)
 class BatchOutput:
     #: the batch's counts, computed (a Spark job) when first read
     summary_of: Callable[[], BatchSummary]
-    #: the batch's event rows with order columns
-    events: DataFrame
     #: join results: key, value, ts, matched, tomb_out, src_*, ORDER, __sub
     results: DataFrame
-    #: aggregate changelog rows: key, value, ts, ORDER, __sub (None without an aggregate), cached
+    #: aggregate changelog rows: key, value, ts, ORDER, __sub (None without an aggregate), every group's in one
+    #: partition in emission order
     aggregates: DataFrame | None
     #: Kafka-shaped input rows that could not be processed, with ``reason``
     dead_letters: DataFrame
-    #: the states to save (a kernel state: what its tasks committed, ``KernelCommit``)
-    state: dict[str, Any]
-    #: frames cached for this batch (first the decoded batch: Kafka is read once); the caller unpersists
-    #: them with :meth:`release` once the outputs are written
+    #: the store files the batch's tasks commit, for the state's manifest
+    commit: KernelCommit
+    #: every key's results sit in one partition in the Kafka source's order (a stream-table lookup's come from
+    #: the task of the stream record that made them): a Kafka sink needs no sort to keep each key's order
+    results_in_order: bool
+    #: a left lookup join emits exactly one result per good stream record (the count needs no job)
+    one_result_per_left: bool
+    #: what this batch cached (first the decoded batch: Kafka is read once); the caller unpersists them
+    #: with :meth:`release` once the outputs are written
     cached: tuple[Unpersistable, ...] = ()
-    #: every key's aggregate rows already sit in one partition in emission order (no sort before a sink)
-    aggregates_in_order: bool = False
 
     @cached_property
     def summary(self) -> BatchSummary:
@@ -108,9 +73,10 @@ class BatchOutput:
 
 
 def process_batch(
-    raw: DataFrame, spec: PipelineSpec, state: dict[str, Any], *, file_order: bool = False
+    raw: DataFrame, spec: PipelineSpec, checkpoint: KernelCheckpoint, *, file_order: bool = False
 ) -> BatchOutput:
-    """Run one batch of Kafka-shaped rows (``key, value, topic, partition, offset, ts``).
+    """Run one batch of Kafka-shaped rows (``key, value, topic, partition, offset, ts``) through the kernel,
+    its stores read at ``checkpoint`` (``KernelCheckpoint(None)``: a fresh state in a temporary folder).
 
     :param file_order: process rows in ``offset`` order as one task (replay: offsets are line numbers)
         instead of the batch ordering rule.
@@ -118,67 +84,38 @@ def process_batch(
     spec_json = spec.model_dump_json()  # names the pipeline's batch programs (templated), once a batch
     decoded = decode_batch(raw, spec, spec_json).persist()
     join = spec.join
-    cached: tuple[Unpersistable, ...]
-    kernel = None
-    if runs_on_kernel(spec):
-        kernel = kernel_join(decoded, spec, state[KERNEL_STATE], file_order=file_order)
-        # the kernel keeps the order's clocks with its table; the batch's counts only when asked for
-        new_state: dict[str, Any] = {KERNEL_STATE: committed(spec, state[KERNEL_STATE])}
-        events, results, cached = decoded, kernel.frame, (decoded, kernel)
-        summary_of: Callable[[], BatchSummary] = partial(_kernel_summary, kernel, decoded)
-    else:
-        summary = summarize(decoded)
-        summary_of = lambda: summary  # noqa: E731
-        events = good_events(with_file_order(decoded) if file_order else with_batch_order(decoded, state["order"]))
-        new_state = {"order": partition_max_ts(raw.sparkSession, summary, state["order"])}
-        step = spark_shape(spec).join(events, state, spec, summary)
-        new_state |= step.state
-        results = step.results
-        cached = (decoded, *step.cached)
+    kernel = kernel_join(decoded, spec, checkpoint, file_order=file_order)
+    cached: tuple[Unpersistable, ...] = (decoded, kernel)
     results = templated(
-        results, f"results {spec_json}",
+        kernel.frame, f"results {spec_json}",
         lambda rows: with_joined_value(rows, join.joiner, spec.output.value_format),
     )  # fmt: skip
     dead_letters = templated(decoded, f"dead letters {spec_json}", rejected_records)
     aggregates = None
-    aggregates_in_order = False
-    if spec.aggregate is not None and kernel is not None:
-        version = state[KERNEL_STATE].version
+    if spec.aggregate is not None:
         if traits(join.shape).table_result:
             stage = partial(kernel_staged_table_results, agg=spec.aggregate)
             staged = templated(results, f"table staged {spec_json}", stage)
-            updates = kernel_table_aggregate(staged, spec, kernel, version, file_order=file_order)
+            updates = kernel_table_aggregate(staged, spec, kernel, checkpoint.version, file_order=file_order)
             rejected = lambda s: _result_letters(rejected_results(s.filter(F.col("__letter").isNotNull())), spec)  # noqa: E731
         else:
             staged = templated(results, f"staged {spec_json}", partial(staged_results, agg=spec.aggregate))
-            updates = kernel_aggregate(staged, spec, kernel, version, file_order=file_order)
+            updates = kernel_aggregate(staged, spec, kernel, checkpoint.version, file_order=file_order)
             rejected = lambda s: _result_letters(rejected_results(s), spec)  # noqa: E731
-        aggregates, aggregates_in_order, cached = updates.frame, True, (*cached, updates)
+        aggregates, cached = updates.frame, (*cached, updates)
         dead_letters = dead_letters.unionByName(templated(staged, f"rejected {spec_json}", rejected))
-    elif spec.aggregate is not None and traits(join.shape).table_result:
-        table_agg = aggregate_table(results, state["agg"], state["agg_previous"], spec.aggregate)
-        aggregates = table_agg.rows.persist()
-        cached += (aggregates,)
-        new_state |= {"agg": table_agg.state, "agg_previous": table_agg.previous}
-        dead_letters = dead_letters.unionByName(_result_letters(table_agg.null_groups, spec))
-    elif spec.aggregate is not None:
-        agg = aggregate_stream(results, state["agg"], spec.aggregate)
-        aggregates = agg.rows if agg.cached else agg.rows.persist()
-        cached += agg.cached or (aggregates,)
-        aggregates_in_order = agg.in_order
-        new_state["agg"] = agg.state
-        dead_letters = dead_letters.unionByName(_result_letters(agg.null_groups, spec))
+    lookup = join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE) and spec.right.versioned is None
     return BatchOutput(
-        summary_of=summary_of,
-        events=events,
+        summary_of=partial(_kernel_summary, kernel, decoded),
         results=templated(
             results, f"keyed {spec_json}", lambda rows: rows.withColumn("key", output_key(F.col("key"), spec))
         ),
         aggregates=aggregates,
         dead_letters=dead_letters,
-        state=new_state,
+        commit=committed(spec, checkpoint),
+        results_in_order=lookup,
+        one_result_per_left=lookup and join.kind is Kind.LEFT,
         cached=cached,
-        aggregates_in_order=aggregates_in_order,
     )
 
 

@@ -11,15 +11,14 @@ Kafka-shaped rows have the Kafka source's columns: ``key``, ``value`` (binary), 
 ``tomb``       the record's value is null (a tombstone on a table)
 ``ts``         record timestamp, epoch ms
 ``__task``     the task the record belongs to: its partition for co-partitioned inputs
-``__eff``      effective timestamp: running max of ``ts`` within the record's topic-partition
 ``__rank``     0 global table, 1 table, 2 stream: at equal time, table updates go first
-``__pos``      ``__eff * 4 + __rank``: the first sort key of ``ORDER`` in one long (``__eff`` and
-               ``__rank`` are dropped once it is set)
 ``__input``    position of the record's input in the spec
 ``__partition``, ``__offset``: source coordinates, last tie-breakers
 =============  =================================================================================
 
-Rows are processed in ``ORDER`` (see docs/SEMANTICS.md, "Batch ordering rule").
+The kernel processes them in the batch ordering rule (see docs/SEMANTICS.md, "Batch ordering rule"): by
+effective timestamp (``__eff``: the running max of ``ts`` within the record's topic-partition), then
+``__rank``, ``__input``, ``__partition`` and ``__offset``.
 """
 
 from __future__ import annotations
@@ -27,24 +26,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamjoin.core.shapes import ROLE_RANK
 from streamjoin.core.spec import Format, Kind, PipelineSpec, Role, Shape
-from streamjoin.spark.local_frames import local_frame
 from streamjoin.spark.projection import key_selector
 from streamjoin.spark.serde import decode, spark_type
 from streamjoin.spark.templates import templated
 
+#: the order of the kernel's rows (its results' columns; ``__pos`` is ``__eff * 4 + __rank``)
 ORDER = ["__pos", "__input", "__partition", "__offset"]
-#: state of the batch order: each topic-partition's max timestamp so far
-ORDER_STATE_SCHEMA = "topic string, __partition int, max_ts long"
-LONG_MIN = -(2**63)
-#: ``__eff`` of global-table records in batch order: before everything, and ``__eff * 4`` still fits a long.
-GLOBAL_EFF = -(2**60)
-
-
 #: Columns of the decoded batch that only dead letters use: the original bytes (null on good rows).
 DEAD_KEY, DEAD_VALUE = "__dead_key", "__dead_value"
 #: Global-table joins with a key selector: the table key each stream record looks up (computed once).
@@ -54,7 +46,7 @@ LOOKUP_KEY = "__lookup"
 def decode_batch(raw: DataFrame, spec: PipelineSpec, spec_json: str | None = None) -> DataFrame:
     """Decode both sides' records into event columns, in one frame with the records that cannot be
     processed (``reason`` set, original bytes in ``__dead_key``/``__dead_value``): the one frame a caller
-    caches per batch. :func:`good_events` and :func:`rejected_records` split it. Built once per pipeline
+    caches per batch; :func:`rejected_records` are its dead letters. Built once per pipeline
     (:func:`~streamjoin.spark.templates.templated`; ``spec_json``: the spec's JSON if the caller has it)."""
     return templated(raw, f"decode {spec_json or spec.model_dump_json()}", lambda rows: _decode(rows, spec))
 
@@ -149,17 +141,6 @@ def output_key(key: Column, spec: PipelineSpec) -> Column:
     return key.cast("long") if spec.left.key.format is Format.LONG else key
 
 
-def serialized_key(key: Column, long_keys: bool) -> Column:
-    """A text column whose order is Kafka's order of the serialized keys (where a store scans by key bytes):
-    text keys as they are (Spark compares strings by their UTF-8 bytes), long keys as 8 bytes big-endian
-    two's complement, i.e. by their unsigned value (non-negative ascending, then negative ones)."""
-    if not long_keys:
-        return key
-    signed = key.cast("long").cast("decimal(20,0)")
-    unsigned = F.when(signed < 0, signed + F.lit("18446744073709551616").cast("decimal(20,0)")).otherwise(signed)
-    return F.lpad(unsigned.cast("decimal(20,0)").cast("string"), 20, "0")
-
-
 def _null_key_sides(spec: PipelineSpec) -> tuple[str, ...]:
     """The sides (``"L"``, ``"R"``) whose stream records are joined with null when their join key is null
     (KIP-962): the left side of a left or outer join with a stream result, the right side of a
@@ -170,11 +151,6 @@ def _null_key_sides(spec: PipelineSpec) -> tuple[str, ...]:
     if join.kind is Kind.OUTER and join.shape is Shape.STREAM_STREAM:
         return ("L", "R")
     return ("L",) if join.kind in (Kind.LEFT, Kind.OUTER) else ()
-
-
-def good_events(batch: DataFrame) -> DataFrame:
-    """The event rows (see the module docstring) of a decoded batch."""
-    return batch.filter(F.col("reason").isNull()).drop("reason", DEAD_KEY, DEAD_VALUE)
 
 
 def rejected_records(batch: DataFrame) -> DataFrame:
@@ -188,57 +164,6 @@ def rejected_records(batch: DataFrame) -> DataFrame:
         "ts",
         "reason",
     )
-
-
-def partition_time_ts() -> Column:
-    """The ts a record adds to its partition's time (``__eff``), or null. As in Kafka Streams, a record
-    that deserializes joins its partition queue and moves partition time even when the join then skips it
-    (``null-key``, ``null-value``); an undecodable one (``undecodable-*``, dropped by
-    LogAndContinueExceptionHandler inside the RecordQueue) does not."""
-    return F.when(F.col("reason").isNull() | ~F.col("reason").startswith("undecodable"), F.col("ts"))
-
-
-def with_batch_order(events: DataFrame, previous_max: DataFrame | None) -> DataFrame:
-    """Add ``__eff``: the running max of ``ts`` in each topic-partition in offset order, continuing from
-    ``previous_max`` (columns ``topic``, ``__partition``, ``max_ts``) carried over from earlier batches.
-    Global-table records get the smallest value: they are applied before the batch's other records.
-
-    The running max is computed on the narrow coordinates only and joined back for the rows where it
-    differs from ``ts`` (out-of-order records, a minority): the wide rows are not shuffled for it. Those
-    few rows are checkpointed locally when first computed, so every later use of the ordered events is a
-    broadcast join against ``events`` (which the caller caches), not another window over the batch.
-    """
-    good_ts = partition_time_ts()
-    coords = events.select("topic", "__partition", "__offset", good_ts.alias("ts"))
-    per_partition = (
-        Window.partitionBy("topic", "__partition")
-        .orderBy("__offset")
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    running = F.max("ts").over(per_partition)
-    if previous_max is not None:
-        coords = coords.join(F.broadcast(previous_max), ["topic", "__partition"], "left")
-        running = F.greatest(running, F.coalesce(F.col("max_ts"), F.lit(LONG_MIN)))
-    late = (
-        coords.withColumn("__late_eff", running)
-        .filter(F.col("__late_eff") > F.col("ts"))
-        .select("topic", "__partition", "__offset", "__late_eff")
-        .localCheckpoint(eager=False)  # blocks freed by Spark's cleaner once the frame is unreferenced
-    )
-    events = events.join(F.broadcast(late), ["topic", "__partition", "__offset"], "left")
-    eff = F.coalesce(F.col("__late_eff"), F.col("ts"))
-    events = events.withColumn("__eff", F.when(F.col("__rank") == 0, F.lit(GLOBAL_EFF)).otherwise(eff))
-    return with_position(events.drop("__late_eff"))
-
-
-def with_position(events: DataFrame) -> DataFrame:
-    """Add ``__pos`` and drop what it was made of: every later step carries fewer columns."""
-    return events.withColumn("__pos", F.col("__eff") * 4 + F.col("__rank")).drop("__eff", "__rank")
-
-
-def with_file_order(events: DataFrame) -> DataFrame:
-    """Replay order: one task, records processed in ``__offset`` order (the line number of the file)."""
-    return with_position(events.withColumn("__eff", F.col("__offset")).withColumn("__task", F.lit(0)))
 
 
 @dataclass(frozen=True)
@@ -256,7 +181,9 @@ class BatchSummary:
 
 def summarize(batch: DataFrame) -> BatchSummary:
     """Summarise a decoded batch (best cached first: this runs a job over it)."""
-    good_ts = partition_time_ts()
+    # as in Kafka Streams, a record that deserializes moves partition time even when the join then skips it
+    # (null-key, null-value); an undecodable one (dropped inside the RecordQueue) does not
+    good_ts = F.when(F.col("reason").isNull() | ~F.col("reason").startswith("undecodable"), F.col("ts"))
     rows = (
         batch.groupBy("topic", "__partition", "side")
         .agg(F.count(F.lit(1)).alias("rows"), F.count("reason").alias("rejected"), F.max(good_ts).alias("max_ts"))
@@ -286,14 +213,3 @@ def _summary(queues: Iterable[tuple[str, int, str, int, int, int | None]]) -> Ba
         good[side] += rows - rejected
         total, rejected_total = total + rows, rejected_total + rejected
     return BatchSummary(max_ts=max_ts, rows=total, rejected=rejected_total, good=good)
-
-
-def partition_max_ts(spark: SparkSession, summary: BatchSummary, previous_max: DataFrame) -> DataFrame:
-    """The per topic-partition max timestamp after this batch (state for the next batch's order): a few
-    rows, merged on the driver."""
-    latest = {(r["topic"], r["__partition"]): r["max_ts"] for r in previous_max.collect()}
-    for coords, ts in summary.max_ts.items():
-        known = [t for t in (latest.get(coords), ts) if t is not None]
-        latest[coords] = max(known) if known else None
-    rows = [{"topic": topic, "__partition": partition, "max_ts": ts} for (topic, partition), ts in latest.items()]
-    return local_frame(spark, rows, ORDER_STATE_SCHEMA)

@@ -31,16 +31,15 @@ from streamjoin.core.job_files import QUERY_DIR, BatchCounts, Lease, OffsetLog, 
 from streamjoin.core.ordering import source_orders
 from streamjoin.core.plans import location
 from streamjoin.core.repartition import join_view, repartitioned
-from streamjoin.core.spec import Kind, PipelineSpec, Role, Sink
+from streamjoin.core.spec import PipelineSpec, Role, Sink
 from streamjoin.core.storage import Storage, join
 from streamjoin.kafka.client_config import KafkaTarget
 from streamjoin.kafka.offsets import KafkaOffsets
-from streamjoin.spark.engine import BatchOutput, process_batch, state_schemas, state_store
+from streamjoin.spark.engine import BatchOutput, process_batch
 from streamjoin.spark.events import BatchSummary
 from streamjoin.spark.hadoop_storage import storage_for
 from streamjoin.spark.heartbeat import Heartbeat
 from streamjoin.spark.repartition import Repartitioner, join_partitions
-from streamjoin.spark.shapes import spark_shape
 from streamjoin.spark.sinks import (
     close_transactional_producers,
     dead_letter_rows,
@@ -51,6 +50,7 @@ from streamjoin.spark.sinks import (
     write_kafka_transactions,
 )
 from streamjoin.spark.source import read_offsets
+from streamjoin.spark.state import PartitionTime, StateStore
 from streamjoin.spark.templates import templated
 
 log = logging.getLogger("streamjoin.job")
@@ -87,7 +87,9 @@ class BatchWriter:
         self, spark: SparkSession, spec: PipelineSpec, settings: JobSettings, storage: Storage, query_id: str
     ) -> None:
         self.spark, self.spec, self.settings, self.query_id = spark, spec, settings, query_id
-        self.store = state_store(join(settings.durable_root(spec), "state"), storage)
+        self.store = StateStore(join(settings.durable_root(spec), "state"), storage, pipeline=spec.name)
+        #: (topic, partition) -> the largest timestamp processed, as committed (the job's watermarks)
+        self.partition_time: PartitionTime = self.store.partition_time()
         #: the counts of the last batch: the heartbeat reports them
         self.last_counts = BatchCounts()
         #: exactly once: the first batch a driver writes may be one an earlier driver wrote before it died
@@ -96,12 +98,16 @@ class BatchWriter:
     def __call__(self, raw: DataFrame, batch_id: int) -> BatchSummary:
         """Run and write batch ``batch_id``; returns its summary (rows, each partition's max timestamp)."""
         started = time.monotonic()
-        state = self.store.load(self.spark, batch_id, state_schemas(self.spec))
-        out = process_batch(raw, self.spec, state)  # reads and decodes the batch; the rest is lazy
+        out = process_batch(raw, self.spec, self.store.load(batch_id))  # decodes the batch; the rest is lazy
         planned = time.monotonic()
         written_counts = self._write(out, batch_id)
         written = time.monotonic()
-        state_bytes = self.store.save(batch_id, out.state)
+        times = dict(self.partition_time)
+        for tp, ts in out.summary.max_ts.items():
+            if ts is not None:
+                times[tp] = max(ts, times.get(tp, ts))
+        state_bytes = self.store.save(batch_id, dataclasses.replace(out.commit, partition_time=times))
+        self.partition_time = times
         out.release()
         # where a batch's time goes (ms): reading it and planning, computing and writing the outputs, the state
         counts = dataclasses.replace(
@@ -116,12 +122,11 @@ class BatchWriter:
     def _write(self, out: BatchOutput, batch_id: int) -> BatchCounts:
         """All Kafka-bound rows (join results, aggregate updates, dead letters) go out in one write. Each
         sink's projection is a batch program built once (:func:`templated`)."""
-        spec, shape = self.spec, spark_shape(self.spec)
-        # (with a per-change sum, caching a lookup's results took the 5M-click run from 64k to 52k records/s)
-        results = out.results if shape.lookup else out.results.persist()
+        spec = self.spec
+        results = out.results if out.results_in_order else out.results.persist()
         to_kafka: list[DataFrame] = []
         if spec.output.topic:
-            to_kafka.append(_to_kafka(results, spec.output, spec.output.topic, sort=not shape.in_source_order))
+            to_kafka.append(_to_kafka(results, spec.output, spec.output.topic, sort=not out.results_in_order))
         if spec.output.files:
             write_files(_to_files(results), self.settings.path(spec.output.files.path), spec.output.files.format,
                         batch_id)  # fmt: skip
@@ -130,7 +135,7 @@ class BatchWriter:
             aggregates = out.aggregates
             sink = spec.aggregate.output
             if sink.topic:
-                to_kafka.append(_to_kafka(aggregates, sink, sink.topic, sort=not out.aggregates_in_order))
+                to_kafka.append(_to_kafka(aggregates, sink, sink.topic, sort=False))
             if sink.files:
                 write_files(_to_files(aggregates), self.settings.path(sink.files.path), sink.files.format, batch_id)
         # without an aggregate (whose null groups are dead letters too), dead letters are the decoder's rejects
@@ -147,11 +152,9 @@ class BatchWriter:
             log.info("batch %s: Kafka transactions %s", batch_id, written)
         else:
             write_kafka(rows, self.settings.bootstrap)
-        # counts without a pass over uncached frames (an Observation on the Kafka write never completes):
-        # a left lookup join emits exactly one result per good stream record
-        left_lookup = shape.lookup and spec.join.kind is Kind.LEFT
+        # counts without a pass over uncached frames (an Observation on the Kafka write never completes)
         counts = BatchCounts(
-            output_records=out.summary.good["L"] if left_lookup else results.count(),
+            output_records=out.summary.good["L"] if out.one_result_per_left else results.count(),
             dead_letters=out.summary.rejected if spec.aggregate is None else dead.count(),
             aggregate_updates=0 if aggregates is None else aggregates.count(),
         )
@@ -160,8 +163,7 @@ class BatchWriter:
         return counts
 
     def close(self) -> None:
-        """Close the state store and, exactly once, this JVM's transactional producers of the pipeline."""
-        self.store.close()
+        """Exactly once: close this JVM's transactional producers of the pipeline."""
         if self.spec.exactly_once:
             close_transactional_producers(self.spark, self.spec)
 
@@ -210,12 +212,6 @@ class StreamJob:
         self.lease = Lease(root, storage)
         # a committed batch's state must be there, whole: never start from an older or empty one
         self.writer.store.verify(at_least=self.offset_log.last_committed())
-        #: (topic, partition) -> the largest timestamp processed (the batch order's state, as committed)
-        self.partition_time: dict[TopicPartition, int] = {
-            (row["topic"], row["__partition"]): row["max_ts"]
-            for row in self.writer.store.latest_small("order")
-            if row["max_ts"] is not None
-        }
 
     def _partitions(self) -> list[TopicPartition]:
         return self.kafka.partitions(self.sources)
@@ -316,9 +312,6 @@ class StreamJob:
         if not self.lease.held:  # another driver took the checkpoint over while this batch ran: no commit
             raise CheckpointLockedError(self.lease.path, "another driver", self.lease.ttl)
         self.offset_log.commit(batch_id)
-        for tp, ts in summary.max_ts.items():
-            if ts is not None:
-                self.partition_time[tp] = max(ts, self.partition_time.get(tp, ts))
         seconds, counts, lag = time.time() - started, self.writer.last_counts, self._lag_left(ends)
         self.heartbeat.batch(batch_id, summary.rows, started, seconds, ends, self._watermarks(), counts, lag)
 
@@ -335,7 +328,7 @@ class StreamJob:
         largest processed timestamps): what the backfill waits for before it reprocesses a day."""
         marks = {}
         for name, inp in self.spec.inputs.items():
-            times = [ts for (topic, _), ts in self.partition_time.items() if topic == inp.topic]
+            times = [ts for (topic, _), ts in self.writer.partition_time.items() if topic == inp.topic]
             if inp.role is Role.STREAM and times:
                 marks[name] = min(times)
         return marks

@@ -1,21 +1,18 @@
-"""The engine kernel (``java/kernel``, design: ENGINE-KERNEL.md): a batch of the shapes it supports is one
-call into the JVM, one RDD whose task t processes Kafka partition t of every input in the batch ordering
-rule with the shape's per-record rules, state in Spark's state store (RocksDB, changelog checkpointing).
+"""The engine kernel (``java/kernel``, design: ENGINE-KERNEL.md): a batch is one call into the JVM, one RDD
+whose task t processes Kafka partition t of every input in the batch ordering rule with the shape's
+per-record rules, state in Spark's state store (RocksDB, changelog checkpointing).
 
-Which engine runs a batch is decided here, once: the kernel runs the shapes it has (stream-table inner/left,
-with a plain table or a versioned one and an optional grace; stream-globaltable inner/left, every task
-keeping a replica of the global table; table-table inner/left/outer; windowed stream-stream inner/left/outer),
-the foreign-key join inner/left (a first stage by the left key's partition, a second by foreign key), and the
-aggregate after them (a second stage keyed by group, its totals in the same store; after a table-table
-join a table aggregate, which first subtracts each result key's previous contribution).
-``STREAMJOIN_ENGINE=dataframe`` runs every shape on the DataFrame engine (a checkpoint an earlier release wrote:
-its state is refused by the kernel, ``StateLayoutError``). The kernel's rows are join results in the DataFrame
-engine's columns, so the joiner, the aggregate and the sinks after it are the same Spark SQL.
+Every shape runs here: stream-table inner/left (a plain table or a versioned one, an optional grace),
+stream-globaltable inner/left (every task keeping a replica of the global table), table-table
+inner/left/outer, windowed stream-stream inner/left/outer, the foreign-key join inner/left (a first stage
+by the left key's partition, a second by foreign key), and the aggregate after them (a second stage keyed by
+group, its totals in the same store; after a table-producing join a table aggregate, which first subtracts
+each result key's previous contribution). The kernel's rows are join results (``key, left, right, ts,
+matched, tomb_out, __sub, src_*, __task`` and ``ORDER``), so the joiner and the sinks after it are Spark SQL.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -29,30 +26,6 @@ from streamjoin.core.plans import KERNEL_JAR
 from streamjoin.core.shapes import Shape
 from streamjoin.core.spec import Emit, Format, Kind, PipelineSpec
 from streamjoin.spark.state import KERNEL_DIR, KernelCheckpoint, KernelCommit
-
-#: the setting that picks the engine: ``kernel`` (the default: for the shapes it has) or ``dataframe``
-ENGINE_ENV = "STREAMJOIN_ENGINE"
-ENGINES = ("kernel", "dataframe")
-#: the name of the kernel's state among a pipeline's states (``engine.state_schemas``)
-KERNEL_STATE = "kernel"
-
-
-def engine() -> str:
-    """The engine setting (``STREAMJOIN_ENGINE``).
-
-    :raises ValueError: an unknown engine name
-    """
-    name = os.environ.get(ENGINE_ENV, "kernel").strip() or "kernel"
-    if name not in ENGINES:
-        raise ValueError(f"{ENGINE_ENV}={name!r}: expected one of {', '.join(ENGINES)}")
-    return name
-
-
-def runs_on_kernel(spec: PipelineSpec) -> bool:
-    """Whether batches of ``spec`` run on the kernel: every shape does unless the setting says otherwise (a
-    repartitioned pipeline's join view carries its internal topics' partition count: the kernel's task count)."""
-    del spec  # every shape: kept as the one question callers ask of a spec
-    return engine() == "kernel"
 
 
 @dataclass
@@ -78,10 +51,9 @@ class KernelResults:
 def kernel_join(
     decoded: DataFrame, spec: PipelineSpec, checkpoint: KernelCheckpoint, *, file_order: bool
 ) -> KernelResults:
-    """One batch of decoded rows through the kernel's stream-table join (plain or versioned table, as the
-    spec says), stream-globaltable, table-table or windowed stream-stream join: the results (the DataFrame engine's
-    columns: ``key, left, right, ts, matched, tomb_out, __sub, src_*, __task`` and ``ORDER``), lazily; the
-    first action over them runs the batch and commits the stores at ``checkpoint.version + 1``."""
+    """One batch of decoded rows through the spec's join on the kernel: its results (see the module's
+    docstring), lazily; the first action over them runs the batch and commits the stores at
+    ``checkpoint.version + 1``."""
     spark = decoded.sparkSession
     temporary = None
     root = checkpoint.root
@@ -164,7 +136,7 @@ def _kernel(spark: SparkSession) -> Any:
     if kernel is None:  # py4j gives a JavaPackage for a class it cannot find
         raise RuntimeError(
             f"the engine kernel's classes are not on Spark's classpath ({KERNEL_JAR} in spark.jars): run `make "
-            f"setup` to build it, or set {ENGINE_ENV}=dataframe"
+            "setup` to build it"
         )
     return kernel
 

@@ -23,11 +23,10 @@ from streamjoin.core.batch_plan import BatchPlan, RecordsIndex, plan_all
 from streamjoin.core.codec import decode, encode
 from streamjoin.core.ordering import source_orders
 from streamjoin.core.spec import Format, PipelineSpec
-from streamjoin.core.storage import LocalStorage
-from streamjoin.spark.engine import empty_state, process_batch, state_schemas, state_store
+from streamjoin.spark.engine import process_batch
 from streamjoin.spark.events import ORDER
-from streamjoin.spark.kernel import runs_on_kernel, unload
-from streamjoin.spark.state import KERNEL_DIR, StateStore
+from streamjoin.spark.kernel import unload
+from streamjoin.spark.state import KERNEL_DIR, KernelCheckpoint, StateStore
 from streamjoin.spark.templates import templated
 
 RAW_SCHEMA = T.StructType(
@@ -98,26 +97,22 @@ def replay(
     rows = raw_rows(spec, records, batch)
     raw = spark.createDataFrame(rows, RAW_SCHEMA)
     if not batch or max_records is None:
-        state = empty_state(spark, spec)
-        return _run(spec, raw, state, file_order=not batch, sources=sources)
+        return _run(spec, raw, KernelCheckpoint(None), file_order=not batch, sources=sources)
     index = RecordsIndex(timestamps(rows))
     plans = plan_all({tp: 0 for tp in index.latest()}, index.latest(), source_orders(spec), index, max_records)
     emitted: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="streamjoin-replay-") as state_dir:
-        store = state_store(str(state_dir), LocalStorage())
+        store = StateStore(state_dir, pipeline=spec.name)
         try:
             for batch_id, plan in enumerate(plans):
                 if on_batch is not None:
                     on_batch(batch_id, plan)
                 part = raw.filter(_in_plan(plan))
-                out_state = store.load(spark, batch_id, state_schemas(spec))
                 emitted += _run(
-                    spec, part, out_state, file_order=False, store=store, batch_id=batch_id, sources=sources
+                    spec, part, store.load(batch_id), file_order=False, store=store, batch_id=batch_id, sources=sources
                 )
         finally:
-            store.close()
-            if runs_on_kernel(spec):
-                unload(spark, f"{state_dir}/{KERNEL_DIR}", spec.kafka.partitions)
+            unload(spark, f"{state_dir}/{KERNEL_DIR}", spec.kafka.partitions)
     return emitted
 
 
@@ -143,7 +138,7 @@ def _in_plan(plan: BatchPlan) -> str:
 def _run(
     spec: PipelineSpec,
     raw: DataFrame,
-    state: dict[str, DataFrame],
+    checkpoint: KernelCheckpoint,
     *,
     file_order: bool,
     store: StateStore | None = None,
@@ -152,7 +147,7 @@ def _run(
 ) -> list[dict[str, Any]]:
     """One batch through :func:`process_batch`: what it emits (dead letters last); saves the state to
     ``store`` when given."""
-    out = process_batch(raw, spec, state, file_order=file_order)
+    out = process_batch(raw, spec, checkpoint, file_order=file_order)
     order = ORDER
     spec_json = spec.model_dump_json()
     emitted = templated(out.results, f"replay results {spec_json}", partial(_emitted_results, spec=spec))
@@ -186,7 +181,7 @@ def _run(
             result[-1]["source"] = {"topic": r["dead_topic"], "partition": r["source_partition"],
                                     "offset": r["source_offset"]}  # fmt: skip
     if store is not None:
-        store.save(batch_id, out.state)
+        store.save(batch_id, out.commit)
     out.release()
     return result
 

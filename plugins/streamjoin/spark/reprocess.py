@@ -30,11 +30,13 @@ from streamjoin.core.storage import join
 from streamjoin.kafka.client_config import KafkaTarget
 from streamjoin.kafka.clients import offsets_for_time
 from streamjoin.kafka.offsets import KafkaOffsets
-from streamjoin.spark.engine import process_batch, state_schemas, state_store
+from streamjoin.spark.engine import process_batch
 from streamjoin.spark.hadoop_storage import storage_for
+from streamjoin.spark.kernel import unload
 from streamjoin.spark.repartition import join_partitions
 from streamjoin.spark.sinks import file_rows
 from streamjoin.spark.source import read_offsets
+from streamjoin.spark.state import KERNEL_DIR, StateStore
 
 __all__ = ["PAUSE_ENV", "DayResult", "reprocess_day", "topic_ranges"]
 
@@ -126,13 +128,13 @@ def reprocess_day(
     root = durable_root(spec, home)
     state_root = join(root, f".reprocess-{plan.day}-{uuid.uuid4().hex[:8]}")
     state_storage = storage_for(spark, root)
-    store = state_store(state_root, state_storage)
+    store = StateStore(state_root, state_storage, pipeline=spec.name)
     position, batch_id = begin, 0
     try:
         while batch_id == 0 or position != end:
             batch = plan_batch(position, end, source_orders(spec), kafka, spec.trigger.max_offsets_per_trigger)
             raw = read_offsets(spark, bootstrap, by_topic(batch.start), by_topic(batch.end))
-            out = process_batch(raw, spec, store.load(spark, batch_id, state_schemas(spec)))
+            out = process_batch(raw, spec, store.load(batch_id))
             result.input_rows += out.summary.rows
             joined = out.results.persist()
             frames = {"enriched": file_rows(joined.filter(in_day)).drop("date").persist()}
@@ -144,7 +146,7 @@ def reprocess_day(
             if not dry_run:
                 for name, staging in staged.items():
                     write_staged(frames[name], staging, targets[name][1])
-            store.save(batch_id, out.state)
+            store.save(batch_id, out.commit)
             out.release()
             for frame in (*frames.values(), joined):
                 frame.unpersist()
@@ -154,7 +156,7 @@ def reprocess_day(
                 swap_in(storages[name], staged[name], target)
                 result.paths[name] = target
     finally:
-        store.close()
+        unload(spark, join(state_root, KERNEL_DIR), spec.kafka.partitions)
         for name, staging in staged.items():
             storages[name].delete(staging)
         state_storage.delete(state_root)

@@ -18,34 +18,19 @@ even when both groups are the same. ``count`` counts rows, ``sum`` adds ``value`
 the largest ts the group has seen. A result whose group (or, for ``sum``, amount) is null is a dead
 letter (``null-group``/``null-amount``) and, like a tombstone, only subtracts.
 
-Vectorised: a window per result key gives each result the previous value (or the carried one); the
-subtractions and additions become signed rows whose running sum per group, continued from the carried
-totals, is the changelog.
+Here the results are staged for the kernel (``Kernel.tableAggregate``): the join task that owns a result's
+key keeps its previous contribution; the group's task keeps the totals.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from streamjoin.core.spec import Aggregate, Reduce
 from streamjoin.spark.events import ORDER
 from streamjoin.spark.projection import selector
-
-#: each result key's last value as it was aggregated: its group and amount
-PREVIOUS_SCHEMA = "key string, `group` string, amount long"
-
-
-@dataclass(frozen=True)
-class TableAggregateStep:
-    rows: DataFrame  # key (group), value (total), ts, ORDER, __sub
-    #: dead-lettered join results: key, value, ts, reason, __partition, __offset
-    null_groups: DataFrame
-    state: DataFrame
-    previous: DataFrame
 
 
 def staged_table_results(results: DataFrame, agg: Aggregate, *extra: str) -> DataFrame:
@@ -83,62 +68,3 @@ def kernel_staged_table_results(results: DataFrame, agg: Aggregate) -> DataFrame
         "__task",
         F.when(F.col("reason").isNotNull(), letter).alias("__letter"),
     )
-
-
-def aggregate_table(results: DataFrame, state: DataFrame, previous: DataFrame, agg: Aggregate) -> TableAggregateStep:
-    """Totals per group over the batch's join results in (``ORDER``, ``__sub``) with subtraction.
-
-    :param state: carried totals (``group, total, max_ts``), as for stream aggregation.
-    :param previous: carried last value per result key (:data:`PREVIOUS_SCHEMA`).
-    """
-    live = ~F.col("tomb_out")
-    staged = staged_table_results(results, agg)
-    # a dead-lettered result removes the key's previous contribution, like a tombstone
-    null_groups = staged.filter(F.col("reason").isNotNull()).select(
-        "key", "value", "ts", "reason", "__partition", "__offset"
-    )
-    per_key = Window.partitionBy("key").orderBy(*ORDER, "__sub")
-    counted = F.struct("group", "amount")
-    carried = previous.select("key", F.struct("group", "amount").alias("__carried"))
-    with_old = (
-        staged.withColumn("__now", F.when(live & F.col("reason").isNull(), counted))
-        .join(carried, "key", "left")
-        .withColumn("__first", F.row_number().over(per_key) == 1)
-        .withColumn("__old", F.when(F.col("__first"), F.col("__carried")).otherwise(F.lag("__now").over(per_key)))
-    )
-    at = ["ts", *ORDER]
-    subtract = with_old.filter(F.col("__old").isNotNull()).select(
-        F.col("__old.group").alias("group"),
-        (-F.col("__old.amount")).alias("delta"),
-        *at,
-        (F.col("__sub") * 2).alias("__s"),
-    )
-    add = with_old.filter(F.col("__now").isNotNull()).select(
-        F.col("__now.group").alias("group"),
-        F.col("__now.amount").alias("delta"),
-        *at,
-        (F.col("__sub") * 2 + 1).alias("__s"),
-    )
-    running = (
-        Window.partitionBy("group").orderBy(*ORDER, "__s").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    rows = (
-        subtract.unionByName(add)
-        .join(F.broadcast(state), "group", "left")
-        .select(
-            F.col("group").alias("key"),
-            (F.sum("delta").over(running) + F.coalesce(F.col("total"), F.lit(0))).alias("value"),
-            F.greatest(F.max("ts").over(running), F.coalesce(F.col("max_ts"), F.col("ts"))).alias("ts"),
-            F.col("__s").cast("int").alias("__sub"),
-            *ORDER,
-        )
-    )
-    last = rows.groupBy("key").agg(F.max_by(F.struct("value", "ts"), F.struct(*ORDER, "__sub")).alias("u"))
-    new_state = state.join(last.withColumnRenamed("key", "group"), "group", "left_anti").unionByName(
-        last.select(F.col("key").alias("group"), F.col("u.value").alias("total"), F.col("u.ts").alias("max_ts"))
-    )
-    last_value = with_old.groupBy("key").agg(F.max_by("__now", F.struct(*ORDER, "__sub")).alias("u"))
-    new_previous = previous.join(last_value, "key", "left_anti").unionByName(
-        last_value.filter(F.col("u").isNotNull()).select("key", "u.group", "u.amount")
-    )
-    return TableAggregateStep(rows=rows, null_groups=null_groups, state=new_state, previous=new_previous)
