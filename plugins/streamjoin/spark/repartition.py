@@ -4,10 +4,11 @@ Before the join plans a batch, :meth:`Repartitioner.step` copies every record of
 on the broker now (up to a ceiling in available-now runs) to ``<pipeline>-<input>-repartition``
 (:mod:`streamjoin.core.repartition`: murmur2 placement, bytes and timestamps unchanged, copy order).
 
-Why a producer in the driver and not Spark's Kafka sink: the sink cannot set a record's timestamp, and the
-join plans its batches with Kafka's offsets-for-time over the internal topic, so its records must carry
-their source timestamps. One idempotent producer writes each partition's records in copy order (Spark sorts
-them; the driver iterates one Spark partition at a time, so memory stays bounded).
+The copy is one Spark job whose task p owns internal partition p: the records are shuffled to the task of
+their murmur2 partition, sorted there in copy order (with spilling), and written by that task's own
+idempotent producer, so the copy scales with the executors, not with one producer in the driver. Why not
+Spark's Kafka sink: it cannot set a record's timestamp, and the join plans its batches with Kafka's
+offsets-for-time over the internal topic, so its records must carry their source timestamps.
 
 Exactly the records, across a crash: step N's source end offsets and the internal topic's end offsets
 before it are logged before it copies (its own offset log beside the job's); ``commits/N`` after every
@@ -18,10 +19,12 @@ already reached it (the growth of that partition's end offset since the plan).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from functools import partial
+from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
-from pyspark.sql import SparkSession, Window
+from pyspark.sql import Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from streamjoin.core.batch_plan import TopicPartition, by_topic
@@ -103,45 +106,70 @@ class Repartitioner:
         return start | self.offsets.earliest([tp for tp in partitions if tp not in start])
 
     def _copy(self, start: Offsets, ends: Offsets, partitions: int, written: Mapping[int, int]) -> int:
-        source = self.item.source
         raw = read_offsets(self.spark, self.kafka, start, ends)
         running = Window.partitionBy("partition").orderBy("offset").rowsBetween(Window.unboundedPreceding, 0)
-        ordered = raw.withColumn("effective_ts", F.max("ts").over(running)).orderBy(
-            "effective_ts", "partition", "offset"
+        rows = raw.withColumn("effective_ts", F.max("ts").over(running)).select(
+            "key", "value", "partition", "offset", "ts", "effective_ts"
         )
-        producer = Producer(producer_config(self.kafka))
-        failures: list[KafkaError] = []
 
-        def on_delivery(error: KafkaError | None, _: Message) -> None:
-            if error is not None:
-                failures.append(error)
+        def copy_order(row: Row) -> tuple[tuple[int, int, int, int], tuple[Any, ...]]:
+            key = None if row.key is None else bytes(row.key)
+            target = target_partition(key, row.partition, partitions)
+            return (target, row.effective_ts, row.partition, row.offset), (key, row.value, row.ts)
 
-        already = AlreadyWritten(written)
-        count = 0
-        for row in ordered.toLocalIterator(prefetchPartitions=False):
-            key = None if row["key"] is None else bytes(row["key"])
-            value = None if row["value"] is None else bytes(row["value"])
-            target = target_partition(key, row["partition"], partitions)
-            if already.skip(target):
-                continue  # reached the topic before the crash
-            headers: list[tuple[str, str | bytes | None]] = [
-                ("source_topic", source),
-                ("source_partition", str(row["partition"])),
-                ("source_offset", str(row["offset"])),
-            ]
-            while True:
-                try:
-                    producer.produce(
-                        self.item.internal, key=key, value=value, partition=target,
-                        timestamp=max(0, row["ts"]), headers=headers, on_delivery=on_delivery,
-                    )  # fmt: skip
-                    break
-                except BufferError:  # the local queue is full: let deliveries drain
-                    producer.poll(0.1)
-            count += 1
-            producer.poll(0)
-        remaining = producer.flush(60)
-        if failures or remaining:
-            reason = failures[0].str() if failures else "not acknowledged within 60 s"
-            raise DeliveryError(self.item.internal, len(failures) + remaining, count, reason, transient=True)
+        task = partial(_produce, topic=self.item.internal, source=self.item.source,
+                       config=producer_config(self.kafka), written=dict(written))  # fmt: skip
+        # a task per internal partition, its records sorted by the whole copy-order tuple (pyspark's stub
+        # wants a SupportsOrdering key, which a tuple of ints is not declared to be)
+        by_target = rows.rdd.map(copy_order).repartitionAndSortWithinPartitions(  # type: ignore[call-overload]
+            partitions, partitionFunc=lambda order: order[0]
+        )
+        outcomes = by_target.mapPartitionsWithIndex(task).collect()
+        count = sum(copied for copied, _, _ in outcomes)
+        failed = sum(failures for _, failures, _ in outcomes)
+        if failed:
+            reason = next(error for _, failures, error in outcomes if failures)
+            raise DeliveryError(self.item.internal, failed, count + failed, reason, transient=True)
         return count
+
+
+def _produce(
+    partition: int,
+    records: Iterator[tuple[tuple[int, int, int, int], tuple[Any, ...]]],
+    *,
+    topic: str,
+    source: str,
+    config: dict[str, Any],
+    written: Mapping[int, int],
+) -> Iterator[tuple[int, int, str]]:
+    """The task of internal partition ``partition``: its records in copy order through one idempotent producer,
+    the first ``written[partition]`` skipped (they reached the topic before a crash). Yields (records written,
+    records not acknowledged, the first error) for the driver to report."""
+    producer = Producer(config)
+    failures: list[str] = []
+
+    def on_delivery(error: KafkaError | None, _: Message) -> None:
+        if error is not None:
+            failures.append(error.str())
+
+    already = AlreadyWritten(written)
+    count = 0
+    for (target, _, source_partition, offset), (key, value, ts) in records:
+        if already.skip(target):
+            continue
+        headers: list[tuple[str, str | bytes | None]] = [
+            ("source_topic", source), ("source_partition", str(source_partition)), ("source_offset", str(offset)),
+        ]  # fmt: skip
+        while True:
+            try:
+                producer.produce(topic, key=key, value=None if value is None else bytes(value), partition=partition,
+                                 timestamp=max(0, ts), headers=headers, on_delivery=on_delivery)  # fmt: skip
+                break
+            except BufferError:  # the local queue is full: let deliveries drain
+                producer.poll(0.1)
+        count += 1
+        producer.poll(0)
+    remaining = producer.flush(60)
+    failed = len(failures) + remaining
+    first = failures[0] if failures else "not acknowledged within 60 s"
+    yield count - failed, failed, first if failed else ""
