@@ -1,16 +1,22 @@
-"""DAG files: they parse in Airflow without importing pyspark, and every demo DAG runs to success for real."""
+"""DAG files: they parse in Airflow without importing pyspark, every demo DAG wires the same tasks, the seed's
+demo DAG runs to success for real (``dag.test()``: two spark-submit runs and an in-task check), and every
+other demo pipeline writes what the semantics imply when its DAG's tasks run in-process (the two Spark tasks as
+the code their jobs run, in the test's SparkSession: the end-to-end path is the seed's)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 import pytest
+from dag_test_run import WARM_CHECKS
 
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.spec import Format
@@ -19,18 +25,43 @@ PARSE = """
 import json, sys
 from airflow.dag_processing.dagbag import DagBag
 bag = DagBag(sys.argv[1])
+wiring = {d: {t.task_id: [type(t).__name__, sorted(t.downstream_task_ids)] for t in bag.get_dag(d).tasks}
+          for d in bag.dag_ids if d.endswith("_demo")}
 print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": sorted(bag.dag_ids),
-                  "pyspark": sorted(m for m in sys.modules if m.split(".")[0] == "pyspark")}))
+                  "wiring": wiring, "pyspark": sorted(m for m in sys.modules if m.split(".")[0] == "pyspark")}))
 """
 
-RUN = """
-import json, sys
+SEED = "clicks_per_region"
+#: every demo DAG's tasks, in the order they run (a chain), and their operators
+DEMO_OPERATORS = {
+    "reset_demo": "_PythonDecoratedOperator",
+    "provision_topics": "ProvisionTopicsOperator",
+    "produce_sample": "_PythonDecoratedOperator",
+    "run_join": "StreamJoinJobOperator",
+    "reprocess_day": "ReprocessDayOperator",
+    "check_quality": "CheckAndPublishDayOperator",
+    "report": "_PythonDecoratedOperator",
+}
+DEMO_TASKS = list(DEMO_OPERATORS)
+#: task -> [operator, downstream tasks], as the DAG's parse gives it
+DEMO_WIRING = {task: [kind, DEMO_TASKS[n + 1 : n + 2]] for n, (task, kind) in enumerate(DEMO_OPERATORS.items())}
+
+RUN = (
+    """
+import json, os, sys, threading
 from airflow.dag_processing.dagbag import DagBag
+
+"""
+    + WARM_CHECKS
+    + """
+
+threading.Thread(target=warm_checks, daemon=True).start()
 dag = DagBag(sys.argv[1]).get_dag(sys.argv[2])
 run = dag.test()
 print("RESULT " + json.dumps({"state": str(run.state),
       "tasks": {ti.task_id: str(ti.state) for ti in run.get_task_instances()}}))
 """
+)
 
 
 def _python(code: str, *args: str, timeout: int = 120, env: dict[str, str] | None = None) -> str:
@@ -49,6 +80,8 @@ def test_dag_files_parse_without_pyspark() -> None:
     assert {f"streamjoin_{name}_demo" for name in REFERENCE_FUNCTIONS} <= set(out["dags"])
     assert "streamjoin_clicks_per_region" in out["dags"]  # generated from include/pipelines/
     assert out["pyspark"] == [], f"parsing the DAGs imported {out['pyspark']}"
+    # every demo DAG wires the seed's tasks: the seed's runs end to end below, the others' tasks in-process
+    assert out["wiring"] == {f"streamjoin_{name}_demo": DEMO_WIRING for name in REFERENCE_FUNCTIONS}
 
 
 #: Python stand-ins for the Spark SQL projections of the example specs: the reference engine computes
@@ -94,16 +127,40 @@ def _per_key(rows: list[tuple[str, Any, Any, int]]) -> dict[tuple[str, Any], lis
     return grouped
 
 
-def _assert_lineage(lineage_file: Path, spec: Any, bootstrap: str, day: str) -> None:
-    """The OpenLineage provider's file transport got, for the join job and the reprocessed day, a START and a
-    COMPLETE event naming the spec's topics and files, and the join as a job facet."""
+def _lineage_events(lineage_file: Path) -> dict[str, dict[str, Any]]:
+    """task id -> event type -> the event, as the OpenLineage provider's file transport wrote them."""
+    by_task: dict[str, dict[str, Any]] = {}
+    for line in lineage_file.read_text().splitlines():
+        if line.strip():
+            event = json.loads(line)
+            by_task.setdefault(event["job"]["name"].rsplit(".", 1)[-1], {})[event["eventType"]] = event
+    return by_task
+
+
+def _operator_lineage_events(tasks: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The same shape from what the operators give the OpenLineage provider when their task starts and
+    completes (``get_openlineage_facets_on_start`` / ``_on_complete``), for tasks run without Airflow."""
+    import attr
+
+    def event(lineage: Any) -> dict[str, Any]:
+        return {
+            "inputs": [{"namespace": d.namespace, "name": d.name} for d in lineage.inputs],
+            "outputs": [{"namespace": d.namespace, "name": d.name} for d in lineage.outputs],
+            "job": {"facets": {k: attr.asdict(f) for k, f in lineage.job_facets.items()}},
+        }
+
+    return {
+        task: {"START": event(op.get_openlineage_facets_on_start()),
+               "COMPLETE": event(op.get_openlineage_facets_on_complete(None))}
+        for task, op in tasks.items()
+    }  # fmt: skip
+
+
+def _assert_lineage(by_task: dict[str, dict[str, Any]], spec: Any, bootstrap: str, day: str) -> None:
+    """For the join job and the reprocessed day, a START and a COMPLETE event naming the spec's topics and
+    files, and the join as a job facet."""
     from streamjoin.core.plans import resolve
 
-    events = [json.loads(line) for line in lineage_file.read_text().splitlines() if line.strip()]
-    by_task: dict[str, dict[str, Any]] = {}
-    for event in events:
-        task = event["job"]["name"].rsplit(".", 1)[-1]
-        by_task.setdefault(task, {})[event["eventType"]] = event
     kafka = f"kafka://{bootstrap}"
     topics = {(kafka, inp.topic) for inp in spec.inputs.values()}
     files = resolve(spec.output.files.path)
@@ -123,38 +180,20 @@ def _assert_lineage(lineage_file: Path, spec: Any, bootstrap: str, day: str) -> 
     assert by_task["reprocess_day"]["COMPLETE"]["job"]["facets"]["streamjoin_join"]["processing"] == "batch"
 
 
-@pytest.mark.airflow
-@pytest.mark.kafka
-@pytest.mark.spark
-@pytest.mark.e2e
-@pytest.mark.parametrize("pipeline", list(REFERENCE_FUNCTIONS))
-def test_demo_dag_writes_what_the_semantics_imply_and_its_day_passes_its_quality_check(
-    pipeline: str, kafka_bootstrap: str, tmp_path: Path
-) -> None:
+def _kafka_conn(bootstrap: str) -> str:
+    host, port = bootstrap.split(":")
+    return json.dumps({"conn_type": "streamjoin_kafka", "host": host, "port": int(port)})
+
+
+def _assert_day_and_outputs(spec: Any, kafka_bootstrap: str) -> tuple[str, list[tuple[str, Any, Any, int]]]:
+    """The demo's day passed its check (rows, Data Docs), and the output topics hold what the reference engine
+    emits for the sample (per key, in order, with the records' times). Returns the day and the records."""
     from streamjoin.core.backfill import DAY_MS, day_start_ms
     from streamjoin.core.codec import decode
-    from streamjoin.core.spec import load_spec
     from streamjoin.demo.report import latest_check
-    from streamjoin.demo.sample import DEMO_BEFORE_DAY_END_MS, EXPECTED_TOTALS
+    from streamjoin.demo.sample import DEMO_BEFORE_DAY_END_MS
     from streamjoin.kafka.clients import consume_all
     from streamjoin.quality.results import data_docs_file
-
-    spec = load_spec(PROJECT_HOME / "include" / "pipelines" / f"{pipeline}.yaml")
-    host, port = kafka_bootstrap.split(":")
-    conn = json.dumps({"conn_type": "streamjoin_kafka", "host": host, "port": int(port)})
-    lineage_file = tmp_path / "openlineage.jsonl"
-    transport = json.dumps({"type": "file", "log_file_path": str(lineage_file), "append": True})
-    out = _python(
-        RUN, str(PROJECT_HOME / "dags"), f"streamjoin_{pipeline}_demo", timeout=900,
-        env={"AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT": conn, "AIRFLOW__OPENLINEAGE__TRANSPORT": transport,
-             "AIRFLOW__OPENLINEAGE__NAMESPACE": "streamjoin-test"},
-    )  # fmt: skip
-    result = json.loads(next(line for line in out.splitlines() if line.startswith("RESULT "))[7:])
-    assert result["state"] == "success", result
-    assert result["tasks"] == dict.fromkeys(
-        ["reset_demo", "provision_topics", "produce_sample", "run_join", "reprocess_day", "check_quality", "report"],
-        "success",
-    )
 
     check = latest_check(spec)
     assert check is not None and check.success, check and check.summary()
@@ -171,11 +210,105 @@ def test_demo_dag_writes_what_the_semantics_imply_and_its_day_passes_its_quality
             got.append((sink.topic, decode(record.key, Format.STRING), decode(record.value, sink.value_format), ts))
     expected = [(e.topic, e.key, e.value, e.ts) for e in _expected_outputs(spec) if e.topic != spec.dead_letter_topic]
     assert expected and _per_key(got) == _per_key(expected), f"expected {expected}\n   got {got}"
-    _assert_lineage(lineage_file, spec, kafka_bootstrap, check.day)
-    if pipeline == "clicks_per_region":
-        assert {k: v[-1][0] for (t, k), v in _per_key(got).items() if t == "clicks-per-region"} == EXPECTED_TOTALS
-        dead = consume_all(kafka_bootstrap, "clicks-per-region-dlq", timeout=30)
-        assert [dict(r.headers)["reason"] for r in dead] == [b"null-value"]
+    return check.day, got
+
+
+@pytest.mark.airflow
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.e2e
+def test_seed_demo_dag_writes_what_the_semantics_imply_and_its_day_passes_its_quality_check(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """``streamjoin_clicks_per_region_demo`` through Airflow (``dag.test()``), spark-submit and all."""
+    from streamjoin.core.spec import load_spec
+    from streamjoin.demo.sample import EXPECTED_TOTALS
+    from streamjoin.kafka.clients import consume_all
+
+    pipeline = SEED
+    spec = load_spec(PROJECT_HOME / "include" / "pipelines" / f"{pipeline}.yaml")
+    conn = _kafka_conn(kafka_bootstrap)
+    lineage_file = tmp_path / "openlineage.jsonl"
+    transport = json.dumps({"type": "file", "log_file_path": str(lineage_file), "append": True})
+    out = _python(
+        RUN, str(PROJECT_HOME / "dags"), f"streamjoin_{pipeline}_demo", timeout=900,
+        env={"AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT": conn, "AIRFLOW__OPENLINEAGE__TRANSPORT": transport,
+             "AIRFLOW__OPENLINEAGE__NAMESPACE": "streamjoin-test"},
+    )  # fmt: skip
+    result = json.loads(next(line for line in out.splitlines() if line.startswith("RESULT "))[7:])
+    assert result["state"] == "success", result
+    assert result["tasks"] == dict.fromkeys(DEMO_TASKS, "success")
+
+    day, got = _assert_day_and_outputs(spec, kafka_bootstrap)
+    _assert_lineage(_lineage_events(lineage_file), spec, kafka_bootstrap, day)
+    assert {k: v[-1][0] for (t, k), v in _per_key(got).items() if t == "clicks-per-region"} == EXPECTED_TOTALS
+    dead = consume_all(kafka_bootstrap, "clicks-per-region-dlq", timeout=30)
+    assert [dict(r.headers)["reason"] for r in dead] == [b"null-value"]
+
+
+@pytest.fixture
+def session_settings(spark: Any) -> Iterator[Any]:
+    """The shared SparkSession, its runtime settings put back afterwards (the check task's ``build_session``
+    sets its own on the session it gets, which here is the shared one)."""
+    before = dict(spark.conf.getAll)
+    yield spark
+    for key, value in dict(spark.conf.getAll).items():
+        if before.get(key) != value:
+            with contextlib.suppress(Exception):  # a static setting cannot change anyway
+                spark.conf.set(key, before[key]) if key in before else spark.conf.unset(key)
+
+
+@pytest.mark.airflow
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.parametrize("pipeline", [name for name in REFERENCE_FUNCTIONS if name != SEED])
+def test_demo_pipeline_writes_what_the_semantics_imply_and_its_day_passes_its_quality_check(
+    pipeline: str, kafka_bootstrap: str, session_settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pipeline's demo DAG's own tasks, run in this process in the DAG's order: its Python tasks, topic
+    provisioning and the check (``execute``, the same Spark session); its two spark-submit tasks as what their
+    jobs run (``jobs/stream_join.py --available-now``: ``run_stream``; ``jobs/reprocess_day.py --stage``:
+    ``reprocess_day``). Then the same outputs, check and lineage as the seed's run through Airflow."""
+    from streamjoin.airflow.dag_factory import KAFKA_CONN_ID, pipeline_dag
+    from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
+    from streamjoin.core.backfill import parse_day, plan_day
+    from streamjoin.core.plans import checkpoint_dir
+    from streamjoin.core.spec import load_spec
+    from streamjoin.spark.job import JobSettings, run_stream
+    from streamjoin.spark.reprocess import reprocess_day
+
+    spark = session_settings
+    monkeypatch.setenv("AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT", _kafka_conn(kafka_bootstrap))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    spec_path = f"include/pipelines/{pipeline}.yaml"  # as the DAG file names it (dag_factory.spec_paths)
+    spec = load_spec(PROJECT_HOME / spec_path)
+    dag = pipeline_dag(spec_path, demo=True)
+    assert dag.dag_id == f"streamjoin_{pipeline}_demo"
+    tasks: dict[str, Any] = dict(dag.task_dict)
+    assert {t: [type(op).__name__, sorted(op.downstream_task_ids)] for t, op in tasks.items()} == DEMO_WIRING
+
+    tasks["reset_demo"].python_callable(spec_path)
+    tasks["provision_topics"].execute({})
+    sample = tasks["produce_sample"].python_callable(spec_path)
+    day = sample["day"]
+    for task in ("reprocess_day", "check_quality"):  # their template: the day produce_sample returned
+        tasks[task].day = day
+    kafka = StreamJoinKafkaHook(KAFKA_CONN_ID).checked_config()  # what both Spark tasks hand their job
+    settings = JobSettings(kafka, str(checkpoint_dir(spec)), available_now=True, home=str(PROJECT_HOME))
+    assert run_stream(spark, spec, settings) >= 1
+    staged = reprocess_day(spark, spec, plan_day(spec, parse_day(day)), kafka, home=PROJECT_HOME, stage=True)
+    assert staged.input_rows > 0 and staged.results > 0, staged
+    published = tasks["check_quality"].execute({"run_id": "manual__in_process"})
+    assert published["day"] == day and not published["forced"], published
+    report = tasks["report"].python_callable(spec_path)
+    assert report["quality"] == {"day": day, "success": True, "data_docs_url": published["data_docs_url"]}
+
+    checked, got = _assert_day_and_outputs(spec, kafka_bootstrap)
+    assert checked == day
+    final = {k: v[-1][0] for (t, k), v in _per_key(got).items() if t == report["topic"] and v[-1][0] is not None}
+    assert report["table"] == final  # the report reads back the output's final table
+    _assert_lineage(_operator_lineage_events({t: tasks[t] for t in ("run_join", "reprocess_day")}),
+                    spec, kafka_bootstrap, day)  # fmt: skip
 
 
 PLUGINS = """

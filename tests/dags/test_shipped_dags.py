@@ -5,7 +5,8 @@
   destinations (its spec's ``alerts:``) each get the alert, the day is quarantined, no asset event;
   ``streamjoin_reprocess`` with the status page's conf: still quarantined, the same files, alerted again,
   no asset event; with ``force``: published, ``_FORCED.json`` records it, the asset event says ``forced``.
-  Cost: three spark-submit runs and three in-task GX checks in one Python process (~2-3 min on 2 cores).
+  Cost: three spark-submit runs and three in-task GX checks in one Python process (~2-3 min on 2 cores); the
+  checks' Spark session and GX start while the first Spark job runs (steps with ``checks``), not after it.
 * ``streamjoin_stop_redeploy``: the stop marker it writes stops a running driver (a stand-in process that
   honours the marker as the job does between batches); the intent is recorded. No Spark (~20 s).
 """
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 import yaml
+from dag_test_run import WARM_CHECKS
 
 from streamjoin.core.backfill import DAY_MS, day_start_ms
 from streamjoin.core.partitioner import partition_for
@@ -39,15 +41,22 @@ LOGS = PROJECT_HOME / "var" / "test-logs"  # the runs' whole logs, kept after th
 DAY = datetime.now(UTC).date() - timedelta(days=3)  # recent: within the broker's retention
 USERS = [f"u{n:02d}" for n in range(12)]
 
-RUN = """
-import json, sys
+RUN = (
+    """
+import json, os, sys, threading
 from datetime import datetime
 from pathlib import Path
 from airflow.dag_processing.dagbag import DagBag
 from airflow.models.asset import AssetEvent
 from airflow.utils.session import create_session
 
+"""
+    + WARM_CHECKS
+    + """
+
 dags, steps = sys.argv[1], json.loads(sys.argv[2])
+if any(step.get("checks") for step in steps):
+    threading.Thread(target=warm_checks, daemon=True).start()
 bags = {}
 for step in steps:
     bag = bags.setdefault(step["file"], DagBag(f"{dags}/{step['file']}"))
@@ -68,6 +77,7 @@ for step in steps:
                                 "tasks": tasks, "events": extras, "files": files,
                                 "quarantine": quarantine}), flush=True)
 """
+)
 
 
 def _steps(
@@ -158,10 +168,11 @@ def test_a_day_that_breaks_an_expectation_is_quarantined_alerted_and_published_o
     steps = [
         # the scheduled run of the day: its data interval [DAY, DAY + 1) ends at the next midnight
         {"file": "streamjoin_backfill.py", "dag_id": f"streamjoin_backfill_{spec.name}", "day_path": day,
-         "logical_date": next_midnight.isoformat()},
-        {"file": "streamjoin_reprocess.py", "dag_id": "streamjoin_reprocess", "conf": page_conf, "day_path": day},
+         "logical_date": next_midnight.isoformat(), "checks": True},
+        {"file": "streamjoin_reprocess.py", "dag_id": "streamjoin_reprocess", "conf": page_conf, "day_path": day,
+         "checks": True},
         {"file": "streamjoin_reprocess.py", "dag_id": "streamjoin_reprocess", "conf": {**page_conf, "force": True},
-         "day_path": day},
+         "day_path": day, "checks": True},
     ]  # fmt: skip
     with smtp_sink() as smtp, http_sink() as http:
         env = {

@@ -1,21 +1,22 @@
 """The "Stream jobs" pages in a real browser, inside Airflow's own UI: a real Airflow (api-server, scheduler with
 the LocalExecutor, triggerer; started here on a copy of the test metadata DB with the DAGs serialized into it,
-users ``admin`` and ``viewer``), headless Debian Chromium driven by Playwright. The pipeline's DAG is unpaused
-in the UI and its owner task starts the one job that serves every check: its history file; a logged-out
-browser sent to Airflow's login page, then logged in through it; the list and
-the pipeline's page in Airflow's frame (charts with the job's points, the last check); each link clicked in the
-frame opening its target (Airflow's pages in place of the UI, the Spark UI in a tab, Data Docs in the frame);
-the actions (real DAG runs in the metadata DB, read back through Airflow's REST API) and a past day triggered
-from the reprocess DAG's own form; a viewer's 403, a form without its CSRF token; the list reloading itself.
-The Stop run is executed (the list then shows the job stopped); the page's reprocess of yesterday finds no
-input and skips. The pipeline has a quality suite (match rate >= 0.85) and ``alerts:`` naming a webhook and
-an SMTP server on loopback; its topics hold a good and a bad past day before today's clicks. Executed by the
-scheduler: the good day from the reprocess DAG's trigger form (checked, published, its asset event); the
-bad day's backfill run (the backfill DAG unpaused in its page, the run created by POST /api/v2/backfills,
-the call the UI's Backfill form makes) whose check fails (both sinks alerted, the day quarantined, no
-asset event); "Reprocess day" on it from the page (fails again, still quarantined with the same data files,
-alerted again, no asset event). Screenshots go to var/screenshots/ and are checked (PNG, size,
-colours of the charts)."""
+users ``admin`` and ``viewer``), headless Debian Chromium driven by Playwright. First the two past days the
+scheduler executes are started from the UI (their Spark runs and checks are the test's longest waits: they run
+while the job starts): the bad day's backfill, then the good day from the reprocess DAG's own trigger form.
+Then the pipeline's DAG is unpaused in the UI and its owner task starts the one job that serves every check:
+its history file; while the past days run, a logged-out browser sent to Airflow's login page, then logged in
+through it; the list and the pipeline's page in Airflow's frame (charts with the job's points, the last check);
+each link clicked in the frame opening its target (Airflow's pages in place of the UI, the Spark UI in a tab,
+Data Docs in the frame); the actions (real DAG runs in the metadata DB, read back through Airflow's REST API);
+a viewer's 403, a form without its CSRF token; the list reloading itself. The Stop run is executed (the list
+then shows the job stopped); the page's reprocess of yesterday finds no input and skips. The pipeline has a
+quality suite (match rate >= 0.85) and ``alerts:`` naming a webhook and an SMTP server on loopback; its topics
+hold a good and a bad past day before today's clicks. Executed by the scheduler: the good day from the
+reprocess DAG's trigger form (checked, published, its asset event); the bad day's backfill run (the backfill
+DAG unpaused in its page, the run created by POST /api/v2/backfills, the call the UI's Backfill form makes)
+whose check fails (both sinks alerted, the day quarantined, no asset event); "Reprocess day" on it from the
+page (fails again, still quarantined with the same data files, alerted again, no asset event). Screenshots go
+to var/screenshots/ and are checked (PNG, size, colours of the charts)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
@@ -41,7 +43,7 @@ from api_server import ApiServer, copy_test_db, start_api_server, stop_api_serve
 from streamjoin.airflow.operators.supervise import StopStreamJoinOperator, pipeline_files
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.spec import load_spec
-from streamjoin.quality.results import CheckResult, ExpectationOutcome, write_check_result
+from streamjoin.quality.results import RESULT_FILE, CheckResult, ExpectationOutcome, write_check_result
 
 sys.path.insert(0, str(PROJECT_HOME / "tests" / "quality"))
 from quality_sinks import HttpSink, SmtpSink, http_sink, smtp_sink
@@ -296,22 +298,72 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
         return [e for e in files.history.read() if e.batch_id is not None]
 
     yesterday = (today - timedelta(days=1)).isoformat()
+    backfill_dag, day1, day2 = f"streamjoin_backfill_{name}", good.isoformat(), bad.isoformat()
     try:
         server = api_server(pipelines, {"AIRFLOW_CONN_PAGE_WEBHOOK": json.dumps(http.connection("/alerts")),
                                         "AIRFLOW_CONN_PAGE_SMTP": json.dumps(smtp.connection())})  # fmt: skip
-        with sync_playwright() as pw:  # unpause the pipeline in Airflow's UI: its owner task starts the job
+        # First the two past days the scheduler executes (their Spark runs and checks, the test's longest waits,
+        # then run while the job starts and is looked at), then the pipeline's DAG unpaused (the job).
+        with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 900})
-            log_in(page, server, f"{server.url}/dags/streamjoin_{name}")
+            # the bad day's scheduled run: the backfill DAG unpaused in its page, the day's run created as the
+            # UI's "Backfill" form does (POST /api/v2/backfills; the form's date pickers are not driven here)
+            log_in(page, server, f"{server.url}/dags/{backfill_dag}")
+            page.locator("[data-testid=toggle-pause]").first.click(timeout=60_000)
+            wait_for(lambda: not dag(server, backfill_dag)["is_paused"], 60, "the backfill DAG unpaused")
+
+            def create_backfill() -> tuple[int, str] | None:
+                """The POST's answer; None while the scheduler holds SQLite's lock (Airflow answers 503 then,
+                "Backfill creation is not supported on SQLite under concurrent access")."""
+                day = {"from_date": f"{day2}T00:00:00Z", "to_date": f"{day2}T00:00:00Z"}
+                status, body = server.request("POST", "/api/v2/backfills", "admin",
+                                              json_body={"dag_id": backfill_dag, **day})  # fmt: skip
+                return None if status == 503 and "Database is locked" in body else (status, body)
+
+            status, body = wait_for(create_backfill, 120, "a backfill accepted between the scheduler's SQLite writes",
+                                    interval=2)  # fmt: skip
+            assert status in (200, 201), body
+
+            def backfill_run() -> str | None:
+                status, body = server.get(f"/api/v2/dags/{backfill_dag}/dagRuns?run_type=backfill", "admin")
+                assert status == 200, body
+                found = [r for r in json.loads(body)["dag_runs"] if r["data_interval_start"].startswith(day2)]
+                return found[0]["dag_run_id"] if found else None
+
+            backfilled = wait_for(backfill_run, 60, f"the backfill's run of {day2}")
+
+            # a past day from the reprocess DAG's own trigger form in Airflow's UI (its Params: the pipeline,
+            # yesterday by default): the good day
+            page.goto(f"{server.url}/dags/streamjoin_reprocess")
+            page.get_by_role("button", name="Trigger").first.click(timeout=60_000)
+            form = page.get_by_role("dialog")
+            assert form.locator("input[name=element_pipeline]").input_value(timeout=60_000) == name
+            assert form.locator("input[name=element_start]").input_value() == yesterday
+            form.locator("input[name=element_start]").fill(day1)
+            form.locator("input[name=element_end]").fill(day1)
+            form.get_by_role("button", name="Trigger").click()
+            wait_for(lambda: len(runs(server, "streamjoin_reprocess", name)) == 1, 60, "the run of the trigger form")
+            (from_form,) = runs(server, "streamjoin_reprocess", name)
+            assert from_form["conf"] == {"pipeline": name, "start": day1, "end": day1, "overwrite": True,
+                                         "force": False, "dry_run": False}, from_form["conf"]  # fmt: skip
+            assert from_form["triggering_user_name"] == "admin"
+
+            # the backfill's sensor reads the stream's watermark from the input topics while no job has reported
+            # one of its own; then the pipeline is unpaused in Airflow's UI: its owner task starts the job
+            wait_for(lambda: tasks(server, backfill_dag, backfilled).get("wait_for_watermark[-1]") == "success", 300,
+                     f"the watermark sensor of the backfill of {day2}")  # fmt: skip
+            page.goto(f"{server.url}/dags/streamjoin_{name}")
             page.locator("[data-testid=toggle-pause]").first.click(timeout=60_000)
             wait_for(lambda: not dag(server, f"streamjoin_{name}")["is_paused"], 60, "the pipeline's DAG unpaused")
             browser.close()
-        wait_for(lambda: files.driver_alive(), 300, "the job, started by the owner task of the unpaused DAG")
+        # the job starts beside the past days' Spark runs and checks: on 2 cores, generous bounds
+        wait_for(lambda: files.driver_alive(), 600, "the job, started by the owner task of the unpaused DAG")
         ((owner_run, _),) = runs_by_id(server, f"streamjoin_{name}")  # the run the scheduler started
         # the past days' records, then 120 clicks of now
-        wait_for(lambda: sum(e.input_records for e in batches()) >= past + 120, 180, "the job's first records")
+        wait_for(lambda: sum(e.input_records for e in batches()) >= past + 120, 600, "the job's first records")
         produce_clicks(kafka_bootstrap, topics["clicks"], 120, 30)
-        wait_for(lambda: sum(e.input_records for e in batches()) >= past + 150, 90, "the job's batch of 30 more")
+        wait_for(lambda: sum(e.input_records for e in batches()) >= past + 150, 300, "the job's batch of 30 more")
         coordinates = stream_coordinates(spec)  # a row per click, each once
         assert len(coordinates) == len(set(coordinates)) == past_clicks + 150
 
@@ -336,6 +388,10 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
             expectations=[ExpectationOutcome("rows", "expect_table_row_count_to_be_between", True, 150, True)],
         )  # fmt: skip
         write_check_result(check, daily / f"date={yesterday}")
+        # the page shows the day written or checked last: this check, dated an hour ahead of the past days' checks
+        # the scheduler writes meanwhile (the bad day's twice), whenever they land
+        ahead = time.time() + 3600
+        os.utime(daily / f"date={yesterday}" / RESULT_FILE, (ahead, ahead))
 
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shots = {n: SCREENSHOTS / f"{n}.png" for n in ("stream-jobs", "stream-job-detail", "airflow-browse-menu")}
@@ -409,7 +465,7 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
             frame.locator("#action-reprocess").click()
             notice = frame.locator("#triggered")
             notice.wait_for(timeout=60_000)
-            (reprocess,) = runs(server, "streamjoin_reprocess", name)
+            (reprocess,) = [r for r in runs(server, "streamjoin_reprocess", name) if r["conf"]["start"] == yesterday]
             assert reprocess["conf"] == {"pipeline": name, "start": yesterday, "end": yesterday, "overwrite": True,
                                          "dry_run": False}  # fmt: skip
             assert reprocess["dag_run_id"] in notice.inner_text() and reprocess["triggering_user_name"] == "admin"
@@ -431,61 +487,7 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
                 status, body = server.request("POST", f"/streamjoin/jobs/{name}/actions/stop", None, {}, headers)
                 assert status == 403 and "reload the page" in body, body
             dags = ("streamjoin_stop_redeploy", "streamjoin_reprocess")
-            assert [len(runs(server, dag, name)) for dag in dags] == [1, 1]  # nothing more was triggered
-
-            # a past day from the reprocess DAG's own trigger form in Airflow's UI (its Params: the pipeline,
-            # yesterday by default): the good day
-            day1 = good.isoformat()
-            page.goto(f"{server.url}/dags/streamjoin_reprocess")
-            page.get_by_role("button", name="Trigger").first.click(timeout=60_000)
-            form = page.get_by_role("dialog")
-            assert form.locator("input[name=element_pipeline]").input_value(timeout=60_000) == name
-            assert form.locator("input[name=element_start]").input_value() == yesterday
-            form.locator("input[name=element_start]").fill(day1)
-            form.locator("input[name=element_end]").fill(day1)
-            form.get_by_role("button", name="Trigger").click()
-            wait_for(lambda: len(runs(server, "streamjoin_reprocess", name)) == 2, 60, "the run of the trigger form")
-            (from_form,) = [r for r in runs(server, "streamjoin_reprocess", name) if r["conf"]["start"] == day1]
-            assert from_form["conf"] == {"pipeline": name, "start": day1, "end": day1, "overwrite": True,
-                                         "force": False, "dry_run": False}, from_form["conf"]  # fmt: skip
-            assert from_form["triggering_user_name"] == "admin"
-
-            # the bad day's scheduled run: the backfill DAG unpaused in its page, the day's run created as the
-            # UI's "Backfill" form does (POST /api/v2/backfills; the form's date pickers are not driven here)
-            backfill_dag, day2 = f"streamjoin_backfill_{name}", bad.isoformat()
-            page.goto(f"{server.url}/dags/{backfill_dag}")
-            page.locator("[data-testid=toggle-pause]").first.click(timeout=60_000)
-            wait_for(lambda: not dag(server, backfill_dag)["is_paused"], 60, "the backfill DAG unpaused")
-
-            def create_backfill() -> tuple[int, str] | None:
-                """The POST's answer; None while the scheduler holds SQLite's lock (Airflow answers 503 then,
-                "Backfill creation is not supported on SQLite under concurrent access")."""
-                day = {"from_date": f"{day2}T00:00:00Z", "to_date": f"{day2}T00:00:00Z"}
-                status, body = server.request("POST", "/api/v2/backfills", "admin",
-                                              json_body={"dag_id": backfill_dag, **day})  # fmt: skip
-                return None if status == 503 and "Database is locked" in body else (status, body)
-
-            status, body = wait_for(create_backfill, 120, "a backfill accepted between the scheduler's SQLite writes",
-                                    interval=2)  # fmt: skip
-            assert status in (200, 201), body
-
-            def backfill_run() -> str | None:
-                status, body = server.get(f"/api/v2/dags/{backfill_dag}/dagRuns?run_type=backfill", "admin")
-                assert status == 200, body
-                found = [r for r in json.loads(body)["dag_runs"] if r["data_interval_start"].startswith(day2)]
-                return found[0]["dag_run_id"] if found else None
-
-            backfilled = wait_for(backfill_run, 60, f"the backfill's run of {day2}")
-
-            # the good day, from the form: checked, published, its asset event
-            state = wait_for(lambda: ended(server, "streamjoin_reprocess", from_form["dag_run_id"]), 900,
-                             f"the reprocess run of {day1} (the scheduler runs it: Spark, then the check)")  # fmt: skip
-            assert (state, tasks(server, "streamjoin_reprocess", from_form["dag_run_id"])) == (
-                "success",
-                {"validate[-1]": "success", "day.reprocess_day[0]": "success", "day.check_quality[0]": "success"},
-            )
-            assert day_files(daily / f"date={day1}") and not (daily / f"date={day1}" / "_QUARANTINED").exists()
-            wait_for(lambda: ("streamjoin_reprocess", day1) in day_events(server, name), 60, f"the event of {day1}")
+            assert [len(runs(server, dag, name)) for dag in dags] == [1, 2]  # nothing more (the form's, this one)
 
             # the bad day's backfill: its check fails, both sinks alerted, quarantined, no asset event
             state = wait_for(lambda: ended(server, backfill_dag, backfilled), 900, f"the backfill run of {day2}")
@@ -503,7 +505,7 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
             assert first["blocking_failed"] == ["match_rate"] and first["outcome"].startswith("day quarantined at ")
             assert "quality check failed (match_rate)" in str(smtp.messages[0]["Subject"])
             assert name in str(smtp.messages[0]["Subject"]) + SmtpSink.body(smtp.messages[0])
-            assert day_events(server, name) == [("streamjoin_reprocess", day1)]
+            assert day2 not in [day for _, day in day_events(server, name)]
 
             # "Reprocess day" on the quarantined day, in the pipeline's page in Airflow's frame: the check
             # fails again, the day stays quarantined with the same data, alerted again, nothing published
@@ -515,6 +517,18 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
             (again,) = [r for r in runs(server, "streamjoin_reprocess", name) if r["conf"]["start"] == day2]
             assert again["conf"] == {"pipeline": name, "start": day2, "end": day2, "overwrite": True,
                                      "dry_run": False}  # fmt: skip
+
+            # the good day, from the form: checked, published, its asset event
+            state = wait_for(lambda: ended(server, "streamjoin_reprocess", from_form["dag_run_id"]), 900,
+                             f"the reprocess run of {day1} (the scheduler runs it: Spark, then the check)")  # fmt: skip
+            assert (state, tasks(server, "streamjoin_reprocess", from_form["dag_run_id"])) == (
+                "success",
+                {"validate[-1]": "success", "day.reprocess_day[0]": "success", "day.check_quality[0]": "success"},
+            )
+            assert day_files(daily / f"date={day1}") and not (daily / f"date={day1}" / "_QUARANTINED").exists()
+            wait_for(lambda: ("streamjoin_reprocess", day1) in day_events(server, name), 60, f"the event of {day1}")
+
+            # the quarantined day reprocessed from the page: its check failed again
             state = wait_for(lambda: ended(server, "streamjoin_reprocess", again["dag_run_id"]), 900,
                              f"the reprocess run of {day2} from the page")  # fmt: skip
             assert (state, tasks(server, "streamjoin_reprocess", again["dag_run_id"])) == (
