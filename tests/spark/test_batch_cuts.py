@@ -72,8 +72,8 @@ def test_an_old_table_backlog_behind_later_clicks_gives_the_exact_totals(spark: 
     expected = _totals(ReferenceEngine(SEED).replay_batch(records))
     assert expected["UNKNOWN"] == 4 and set(expected) == {"europe", "asia", "africa", "UNKNOWN"}
     # one size: the seed's Python functions cost seconds a batch (other sizes: the random pipelines' test)
-    got = _totals(spark_replay(spark, SEED, records, batch=True, max_records=7))
-    assert got == expected, f"batches of 7: {got} != {expected}"
+    got = _totals(spark_replay(spark, SEED, records, batch=True, max_records=12))
+    assert got == expected, f"batches of 12: {got} != {expected}"
 
 
 def _totals(rows: list[Any]) -> dict[str, int]:
