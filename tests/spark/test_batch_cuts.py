@@ -13,6 +13,7 @@ from test_spark_scenarios import assert_same, inputs, pipelines, spark_replay
 from streamjoin.core.records import Record
 from streamjoin.core.reference import ReferenceEngine
 from streamjoin.core.spec import parse_spec
+from streamjoin.examples import functions as examples
 
 pytestmark = pytest.mark.spark
 
@@ -29,6 +30,8 @@ def test_random_pipelines_in_random_batch_sizes_equal_the_reference(spark: Any, 
     assert_same(expected, got, spec.dead_letter_topic, f"{spec.join.shape.value} {spec.join.kind.value} / {size}")
 
 
+#: the seed's pipeline as the shipped spec writes it, in Spark SQL (``include/pipelines/clicks_per_region.yaml``;
+#: Python functions would cost seconds a batch); the reference runs the examples' Python equivalents
 SEED = parse_spec(
     {
         "name": "clicks_per_region",
@@ -41,18 +44,19 @@ SEED = parse_spec(
             "kind": "left",
             "left": "clicks",
             "right": "regions",
-            "joiner": {"function": "streamjoin.examples.functions:region_or_unknown"},
+            "joiner": {"select": {"region": "coalesce(right, 'UNKNOWN')", "clicks": "left"}},
         },
         "aggregate": {
-            "group_by": {"function": "streamjoin.examples.functions:region"},
+            "group_by": {"expr": "value.region"},
             "reduce": "sum",
-            "value": {"function": "streamjoin.examples.functions:clicks"},
+            "value": {"expr": "value.clicks"},
             "output": {"topic": "clicks-per-region", "value_format": "long"},
         },
-        "output": {"topic": "enriched"},
-        "dead_letter_topic": "dlq",
+        "output": {"topic": "enriched-clicks"},
+        "dead_letter_topic": "clicks-per-region-dlq",
     }
 )
+SEED_FUNCTIONS = {"joiner": examples.region_or_unknown, "group_by": examples.region, "value": examples.clicks}
 
 
 def test_an_old_table_backlog_behind_later_clicks_gives_the_exact_totals(spark: Any) -> None:
@@ -69,11 +73,11 @@ def test_an_old_table_backlog_behind_later_clicks_gives_the_exact_totals(spark: 
     ]
     clicks.append(Record("user-clicks", "nobody", 4, 200, partition=0))
     records = clicks + regions  # arrival order does not matter: both are on the topics before the job starts
-    expected = _totals(ReferenceEngine(SEED).replay_batch(records))
+    expected = _totals(ReferenceEngine(SEED, functions=SEED_FUNCTIONS).replay_batch(records))
     assert expected["UNKNOWN"] == 4 and set(expected) == {"europe", "asia", "africa", "UNKNOWN"}
-    # one size: the seed's Python functions cost seconds a batch (other sizes: the random pipelines' test)
-    got = _totals(spark_replay(spark, SEED, records, batch=True, max_records=12))
-    assert got == expected, f"batches of 12: {got} != {expected}"
+    for size in (7, 20):
+        got = _totals(spark_replay(spark, SEED, records, batch=True, max_records=size))
+        assert got == expected, f"batches of {size}: {got} != {expected}"
 
 
 def _totals(rows: list[Any]) -> dict[str, int]:
