@@ -26,8 +26,11 @@ fi
 # three sessions side by side (the first prints as it runs, the others when it is done): Airflow's processes
 # and spark-submit jobs mostly wait, so two cores serve three sessions; each session its own Airflow DB
 # (SQLite takes one writer at a time), the first the migrated one, the others copies of it
-FIRST=(tests/e2e tests/cluster tests/backfill/test_reprocess_dag.py tests/backfill/test_hdfs_checkpoints.py)
-SECOND=(tests/dags tests/quality tests/security tests/oracle tests/integration tests/deploy tests/spark/test_memory_flat.py)
+# (ci4: 23, 24 and 28.5 minutes, before five spark-submit and streaming-job files moved from the third)
+FIRST=(tests/e2e tests/cluster tests/backfill/test_reprocess_dag.py tests/backfill/test_hdfs_checkpoints.py
+       tests/spark/test_two_drivers.py tests/spark/test_replay_cli.py tests/backfill/test_reprocess_spark.py)
+SECOND=(tests/dags tests/quality tests/security tests/oracle tests/integration tests/deploy tests/spark/test_memory_flat.py
+        tests/spark/test_stream_job_backlog.py tests/spark/test_repartition_job.py)
 THIRD=(tests/unit tests/spark tests/backfill)
 third_ignore=()
 for path in "${FIRST[@]}" "${SECOND[@]}"; do
