@@ -23,7 +23,7 @@ from py4j.java_gateway import JavaClass
 from pyspark.sql import DataFrame, SparkSession
 
 from streamjoin.core.plans import KERNEL_JAR
-from streamjoin.core.shapes import Shape
+from streamjoin.core.shapes import Shape, traits
 from streamjoin.core.spec import Emit, Format, Kind, PipelineSpec
 from streamjoin.spark.state import KERNEL_DIR, KernelCheckpoint, KernelCommit
 
@@ -118,7 +118,8 @@ def committed(spec: PipelineSpec, checkpoint: KernelCheckpoint) -> KernelCommit:
         return KernelCommit(())
     stores = ["", *(["foreign/"] if spec.join.shape is Shape.TABLE_TABLE_FK else [])]
     if spec.aggregate is not None:
-        stores += ["aggregate/", *(["previous/"] if spec.join.shape is Shape.TABLE_TABLE else [])]
+        # a table aggregate (after table-table and foreign-key joins) keeps each result key's last contribution
+        stores += ["aggregate/", *(["previous/"] if traits(spec.join.shape).table_result else [])]
     version = checkpoint.version + 1
     return KernelCommit(tuple(
         f"{KERNEL_DIR}/0/{partition}/{store}{version}.changelog" for partition in range(spec.kafka.partitions)
