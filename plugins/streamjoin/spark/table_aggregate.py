@@ -33,14 +33,14 @@ from streamjoin.spark.events import ORDER
 from streamjoin.spark.projection import selector
 
 
-def staged_table_results(results: DataFrame, agg: Aggregate, *extra: str) -> DataFrame:
+def staged_table_results(results: DataFrame, agg: Aggregate) -> DataFrame:
     """Every join result with its ``group`` and ``amount`` (null for a tombstone) and ``reason`` (a live
     result's null group or amount: it is dead-lettered), besides ``key, value, tomb_out, ts, __sub``, its
-    coordinates, ``ORDER`` and the ``extra`` columns."""
+    coordinates, ``ORDER`` and ``__task`` (the join task that owns the result's key)."""
     amount = F.lit(1).cast("long") if agg.reduce is Reduce.COUNT else selector(agg.value, T.LongType())  # type: ignore[arg-type]
     live = ~F.col("tomb_out")
     coordinates = [c for c in ("__partition", "__offset") if c not in ORDER]
-    kept = ["key", "value", "tomb_out", "ts", "__sub", *coordinates, *ORDER, *extra]
+    kept = ["key", "value", "tomb_out", "ts", "__sub", *coordinates, *ORDER, "__task"]
     # function selectors are Python UDFs, which run for every row they are given: only give them values
     values = results.filter(live).select(
         *kept, selector(agg.group_by, T.StringType()).alias("group"), amount.alias("amount")
@@ -56,7 +56,7 @@ def kernel_staged_table_results(results: DataFrame, agg: Aggregate) -> DataFrame
     """:func:`staged_table_results` as the kernel's table aggregate reads them (``Kernel.tableAggregate``): a
     rejected result's ``group`` null (it only subtracts, as a tombstone does) and its dead letter in
     ``__letter`` (``key, value, reason``), the join task that owns its key in ``__task``."""
-    staged = staged_table_results(results, agg, "__task")
+    staged = staged_table_results(results, agg)
     letter = F.struct(F.col("key").alias("key"), F.col("value").alias("value"), F.col("reason").alias("reason"))
     return staged.select(
         "key",
