@@ -3,10 +3,9 @@ rule on one generated case of the differential matrix (``tests/matrix_cases.py``
 
 :func:`classify` says whether Kafka Streams' output for a case equals the reference engine's, and if not,
 which documented differences explain it. A difference explains a case only by its rule: its trigger occurs
-in the case, and the reference's output, transformed as the rule says (an input the rule says Kafka refuses
-left out; Kafka's versioned-store state after a tombstone it loses; the reference's subtract-then-add pair of
-one group merged into one update), equals Kafka's exactly, or (held stream-stream results) relates to it as
-the rule states. Differences combine by applying their transformations in sequence; the smallest set that
+in the case, and the reference's output, transformed as the rule says (Kafka's versioned-store state after a
+tombstone it loses), equals Kafka's exactly, or (held stream-stream results) relates to it as the rule
+states. Differences combine by applying their transformations in sequence; the smallest set that
 explains the case is named. Anything else is unexplained. The rules, their Kafka sources and the cases each
 explains are in ``docs/SEMANTICS.md`` ("Differences from Kafka Streams").
 """
@@ -26,7 +25,7 @@ from streamjoin.core.records import Emitted, Record
 from streamjoin.core.reference import ReferenceEngine
 from streamjoin.core.semantics import aggregate
 from streamjoin.core.semantics.common import hashable, serialized_key_order
-from streamjoin.core.shapes import SHAPES, Kind, Shape
+from streamjoin.core.shapes import Kind, Shape
 
 
 @dataclass(frozen=True)
@@ -40,19 +39,11 @@ class Difference:
         return self.name
 
 
-#: applied in this order when combined (input, then the versioned store's state, then the outputs)
-VERSIONED = Difference(
-    "versioned-expired-put",
-    "a versioned store refuses a put (or delete) older than its observed stream time - history retention",
-)
+#: applied in this order when combined (the versioned store's state, then the outputs)
 LOST_TOMBSTONE = Difference(
     "versioned-same-ts-tombstone",
     "a tombstone at the timestamp of a key's latest value deletes that value without leaving a trace when the "
     "key's history ends before it: a later put older than the tombstone becomes the key's latest value",
-)
-SAME_GROUP = Difference(
-    "aggregate-same-group",
-    "a table result whose group does not change is one aggregate update (KIP-904), not subtract then add",
 )
 HELD = Difference(
     "held-non-joined",
@@ -62,7 +53,7 @@ NPE = Difference(
     "grace-null-key-npe",
     "stream-table left join with grace: a null-key stream record fails the task (NullPointerException)",
 )
-DIFFERENCES = (VERSIONED, LOST_TOMBSTONE, SAME_GROUP, HELD, NPE)
+DIFFERENCES = (LOST_TOMBSTONE, HELD, NPE)
 
 
 @dataclass(frozen=True)
@@ -193,7 +184,6 @@ class KafkaVersionedStore:
 
 @dataclass(frozen=True)
 class _StoreEvents:
-    refused: frozenset[int]  # indices in case.records
     lost: dict[int, int | None]  # index of a lost tombstone -> the key's history end
 
 
@@ -201,25 +191,22 @@ def _store_events(case: Case) -> _StoreEvents:
     """Kafka's versioned stores over the case's table records (those Kafka is given: a null-key table record
     is a dead letter here, and left out of Kafka's input)."""
     if not case.versioned:
-        return _StoreEvents(frozenset(), {})
+        return _StoreEvents({})
     spec, _ = case.spec()
     stores = {
         inp.topic: KafkaVersionedStore(inp.versioned.history_retention)
         for inp in (spec.left, spec.right)
         if inp.versioned is not None
     }
-    refused: set[int] = set()
     lost: dict[int, int | None] = {}
     for index, record in enumerate(case.records):
         store = stores.get(record.topic)
         if store is None or record.key is None:
             continue
         outcome, history_end = store.put(record.key, record.value, record.ts)
-        if outcome == "refused":
-            refused.add(index)
-        elif outcome == "lost":
+        if outcome == "lost":  # a refused put is refused by the reference too
             lost[index] = history_end
-    return _StoreEvents(frozenset(refused), lost)
+    return _StoreEvents(lost)
 
 
 # --- the reference, record by record, with a rule's transformation ----------------------------------------
@@ -263,13 +250,11 @@ def _held_count(engine: ReferenceEngine, record: Record) -> int:
     return sum(1 for row in state.pending.values() if state.close(row.side, row.ts) < now)
 
 
-def _reference_rows(case: Case, leave_out: frozenset[int], lost: dict[int, int | None]) -> list[_Row]:
+def _reference_rows(case: Case, lost: dict[int, int | None]) -> list[_Row]:
     spec, functions = case.spec()
     engine = ReferenceEngine(spec, functions=functions)
     rows: list[_Row] = []
     for index, record in enumerate(case.records):
-        if index in leave_out:
-            continue
         held = _held_count(engine, record)
         for row in without_dead_letters(spec, engine.process(record)):
             joined = row.topic == engine.output_topic
@@ -278,32 +263,6 @@ def _reference_rows(case: Case, leave_out: frozenset[int], lost: dict[int, int |
         if index in lost:
             _forget_lost_tombstone(engine, record, lost[index])
     return rows
-
-
-def _merge_same_group(case: Case, rows: list[_Row]) -> tuple[list[_Row], int]:
-    """SAME_GROUP's transformation: each join result followed by exactly two aggregate updates of one group
-    at one ts (the subtract of its old contribution and the add of its new one, same group) keeps only the
-    second. Returns the rows and how many pairs were merged."""
-    engine = case.engine()
-    out: list[_Row] = []
-    merged = 0
-    index = 0
-    while index < len(rows):
-        out.append(rows[index])
-        index += 1
-        if rows[index - 1].row.topic != engine.output_topic:
-            continue
-        updates = []
-        while index < len(rows) and rows[index].row.topic == engine.aggregate_topic:
-            updates.append(rows[index])
-            index += 1
-        if len(updates) == 2 and all(
-            hashable(u.row.key) == hashable(updates[0].row.key) and u.row.ts == updates[0].row.ts for u in updates
-        ):
-            updates = updates[1:]
-            merged += 1
-        out += updates
-    return out, merged
 
 
 def _aggregate_of(case: Case, joined: Sequence[Emitted]) -> list[Emitted]:
@@ -396,13 +355,8 @@ def _topics(rows: Sequence[Emitted]) -> dict[str, list[tuple[Any, Any, int]]]:
 
 
 def _explains(case: Case, run: OracleRun, chosen: Sequence[Difference], events: _StoreEvents) -> bool:
-    leave_out = events.refused if VERSIONED in chosen else frozenset()
     lost = events.lost if LOST_TOMBSTONE in chosen else {}
-    rows = _reference_rows(case, leave_out, lost)
-    if SAME_GROUP in chosen:
-        rows, merged = _merge_same_group(case, rows)
-        if not merged:
-            return False
+    rows = _reference_rows(case, lost)
     if HELD in chosen:
         return any(r.held for r in rows) and _held_relation(case, rows, run.emitted)
     return _topics([r.row for r in rows]) == _topics(run.emitted)
@@ -410,14 +364,9 @@ def _explains(case: Case, run: OracleRun, chosen: Sequence[Difference], events: 
 
 def _candidates(case: Case, events: _StoreEvents) -> list[Difference]:
     """The differences whose trigger occurs in the case (or, for output rules, can: the shape has them)."""
-    traits = SHAPES[case.cell.shape]
     found = []
-    if events.refused:
-        found.append(VERSIONED)
     if events.lost:
         found.append(LOST_TOMBSTONE)
-    if case.cell.agg is not None and traits.table_result:
-        found.append(SAME_GROUP)
     if case.cell.shape is Shape.STREAM_STREAM and case.cell.kind is not Kind.INNER:
         found.append(HELD)
     return found

@@ -115,8 +115,7 @@ def test_count_after_a_table_join_counts_rows() -> None:
     assert [(e.key, e.value, e.ts) for e in out if e.topic == "n"] == [
         (1, 1, 1),  # x joins group 1
         (1, 2, 2),  # y joins
-        (1, 1, 3),  # x changes: leaves ...
-        (1, 2, 3),  # ... and comes back
+        (1, 2, 3),  # x changes, staying in group 1: one update (KIP-904)
         (1, 1, 4),  # x deleted (both sides absent: tombstone): leaves
     ]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from streamjoin.core.records import Record
 from streamjoin.core.semantics import aggregate, foreign_key, stream_stream, stream_table, table_table
-from streamjoin.core.semantics.common import Result, Side, hashable, key_order
+from streamjoin.core.semantics.common import Result, Side, Step, hashable, key_order
 from streamjoin.core.spec import Kind
 
 
@@ -173,6 +173,19 @@ def test_versioned_lookup_outside_history_sees_only_an_old_enough_latest_version
     assert [v.value for v in table.versions[hashable("u")]] == ["b", "c"]  # "a" ended at 50 <= 85
 
 
+def test_versioned_table_refuses_an_update_older_than_its_time_minus_the_history() -> None:
+    """As Kafka's RocksDBVersionedStore.put/delete: refused, not stored, counted late; the edge is kept."""
+    state = stream_table.StreamTableState(Kind.LEFT, stream_table.TableState(history_retention=10))
+    assert not stream_table.step_table(state, rec("u", "a", 100), 100).late
+    assert stream_table.step_table(state, rec("new", "x", 89), 100).late  # 89 < 100 - 10
+    assert stream_table.step_table(state, rec("u", None, 89), 100).late  # a tombstone too
+    assert not stream_table.step_table(state, rec("edge", "e", 90), 100).late  # 90 = 100 - 10: stored
+    assert state.table.table_time == 100
+    assert stream_table.step_stream(state, rec("new", "s", 95), 100).results == [Result("new", "s", None, 95)]
+    assert stream_table.step_stream(state, rec("u", "s", 101), 101).results == [Result("u", "s", "a", 101)]
+    assert stream_table.step_stream(state, rec("edge", "s", 95), 101).results == [Result("edge", "s", "e", 95)]
+
+
 def test_grace_buffers_and_releases_in_ts_order() -> None:
     state = stream_table.StreamTableState(Kind.LEFT, stream_table.TableState(history_retention=100), grace=5)
     stream_table.step_table(state, rec("u", "r0", 0), 0)
@@ -209,8 +222,9 @@ def test_global_lookup_with_a_null_key_finds_nothing() -> None:
 
 
 # --- table-table ------------------------------------------------------------------------------------
-def tt(kind: Kind, *updates: tuple[Side, Any, Any, int], versioned: bool = False) -> list[list[tuple[Any, ...]]]:
-    state = table_table.TableTableState(kind, table_table.SideTable(versioned), table_table.SideTable(versioned))
+def tt(kind: Kind, *updates: tuple[Side, Any, Any, int], history: int | None = None) -> list[list[tuple[Any, ...]]]:
+    """Each update's results (``history``: both sides versioned, with that history retention)."""
+    state = table_table.TableTableState(kind, table_table.SideTable(history), table_table.SideTable(history))
     out = []
     for side, key, value, ts in updates:
         results = table_table.step(state, rec(key, value, ts), ts, side).results
@@ -256,7 +270,7 @@ def test_table_table_outer_rules() -> None:
 
 def test_versioned_side_ignores_updates_older_than_the_latest_version() -> None:
     assert tt(
-        Kind.OUTER, (L, "k", "l5", 5), (L, "k", "l3", 3), (L, "k", None, 6), (L, "k", "l4", 4), versioned=True
+        Kind.OUTER, (L, "k", "l5", 5), (L, "k", "l3", 3), (L, "k", None, 6), (L, "k", "l4", 4), history=100
     ) == [
         [("l5", None, 5)],
         [],
@@ -264,6 +278,23 @@ def test_versioned_side_ignores_updates_older_than_the_latest_version() -> None:
         [],
     ]
     assert tt(Kind.OUTER, (L, "k", "l5", 5), (L, "k", "l3", 3)) == [[("l5", None, 5)], [("l3", None, 3)]]
+
+
+def test_versioned_side_refuses_updates_older_than_its_store_time_minus_the_history() -> None:
+    """Each side's store has its own observed time (the max ts it took); a refused update of a new key emits
+    nothing and does not move that time; one at the edge is taken."""
+    assert tt(
+        Kind.OUTER,
+        (L, "a", "l", 20),
+        (L, "b", "lb", 9),  # 9 < 20 - 10: refused
+        (R, "b", "rb", 9),  # the right store's time is its own: taken
+        (L, "b", None, 9),  # a delete: refused too
+        (L, "c", "lc", 10),  # 10 = 20 - 10: taken
+        history=10,
+    ) == [[("l", None, 20)], [], [(None, "rb", 9)], [], [("lc", None, 10)]]
+    refused = table_table.TableTableState(Kind.OUTER, table_table.SideTable(10), table_table.SideTable(10))
+    assert table_table.step(refused, rec("k", "v", 20), 20, L).late is False
+    assert table_table.step(refused, rec("k2", "v", 1), 20, L).late is True
 
 
 # --- foreign key ------------------------------------------------------------------------------------
@@ -340,6 +371,26 @@ def test_fk_change_moves_the_row() -> None:
     assert got == [[("a", ("p",), None)], [("a", ("q",), None)], [], [("a", ("q",), "Q")]]
 
 
+def test_fk_versioned_sides_refuse_updates_older_than_their_store_time_per_partition() -> None:
+    """Each versioned side's store is per task (the record's partition): its observed time is its own."""
+    state = foreign_key.ForeignKeyState(Kind.LEFT)
+    state.left_versions.history_retention = state.right_versions.history_retention = 10
+
+    def left(key: str, value: tuple[str] | None, ts: int, partition: int = 0) -> Step:
+        fk = None if value is None else value[0]
+        return foreign_key.step_left(state, Record("l", key, value, ts, partition), ts, fk)
+
+    def right(key: str, value: str, ts: int) -> Step:
+        return foreign_key.step_right(state, Record("r", key, value, ts), ts)
+
+    assert right("p", "P", 20).results == []
+    assert right("q", "Q", 5).late  # 5 < 20 - 10: refused, q stays absent
+    assert left("a", ("q",), 5).results == [Result("a", ("q",), None, 5)]  # the left store's own time
+    assert left("b", ("p",), 30).results == [Result("b", ("p",), "P", 30)]
+    assert left("a", None, 19).late and left("a", None, 19).results == []  # a's delete refused
+    assert left("c", ("p",), 19, partition=1).results == [Result("c", ("p",), "P", 20)]  # another task's store
+
+
 # --- aggregate --------------------------------------------------------------------------------------
 def test_stream_aggregate_adds_and_stamps_the_groups_max_ts() -> None:
     state = aggregate.StreamAggregateState()
@@ -348,12 +399,13 @@ def test_stream_aggregate_adds_and_stamps_the_groups_max_ts() -> None:
     assert aggregate.step_stream(state, "h", 1, 1) == [aggregate.Update("h", 1, 1)]
 
 
-def test_table_aggregate_subtracts_then_adds() -> None:
+def test_table_aggregate_subtracts_then_adds_and_emits_once_within_a_group() -> None:
     state = aggregate.TableAggregateState()
     assert aggregate.step_table(state, "k", "g", 3, 1) == [aggregate.Update("g", 3, 1)]
     assert aggregate.step_table(state, "k", "h", 5, 2) == [aggregate.Update("g", 0, 2), aggregate.Update("h", 5, 2)]
-    assert aggregate.step_table(state, "k", "h", 6, 3) == [aggregate.Update("h", 0, 3), aggregate.Update("h", 6, 3)]
-    assert aggregate.step_table(state, "k", None, 0, 4) == [aggregate.Update("h", 0, 4)]
+    assert aggregate.step_table(state, "k", "h", 6, 3) == [aggregate.Update("h", 6, 3)]  # KIP-904
+    assert aggregate.step_table(state, "j", "h", 1, 0) == [aggregate.Update("h", 7, 3)]  # the group's max ts
+    assert aggregate.step_table(state, "k", None, 0, 4) == [aggregate.Update("h", 1, 4)]
     assert aggregate.step_table(state, "k", None, 0, 5) == []
 
 

@@ -28,7 +28,7 @@ from streamjoin.core.records import Emitted, Record
 from streamjoin.core.semantics import aggregate, foreign_key, stream_stream, stream_table, table_table
 from streamjoin.core.semantics.common import Result, Side, Step
 from streamjoin.core.shapes import traits
-from streamjoin.core.spec import Joiner, Kind, PipelineSpec, Projection, Reduce, Role, Shape, import_function
+from streamjoin.core.spec import Input, Joiner, Kind, PipelineSpec, Projection, Reduce, Role, Shape, import_function
 
 JOIN_TOPIC = "<join>"
 AGGREGATE_TOPIC = "<aggregate>"
@@ -36,6 +36,11 @@ AGGREGATE_TOPIC = "<aggregate>"
 
 def default_joiner(key: Any, left: Any, right: Any) -> dict[str, Any]:
     return {"left": left, "right": right}
+
+
+def _history(inp: Input) -> int | None:
+    """A versioned input's history retention (ms), or None for a plain table."""
+    return inp.versioned.history_retention if inp.versioned is not None else None
 
 
 class ReferenceEngine:
@@ -70,8 +75,8 @@ class ReferenceEngine:
         self._global = stream_table.TableState()
         self._fk = foreign_key.ForeignKeyState(join.kind)
         if join.shape is Shape.TABLE_TABLE_FK:
-            self._fk.left_versions.versioned = spec.left.versioned is not None
-            self._fk.right_versions.versioned = spec.right.versioned is not None
+            self._fk.left_versions.history_retention = _history(spec.left)
+            self._fk.right_versions.history_retention = _history(spec.right)
         self._stream_agg = aggregate.StreamAggregateState()
         self._table_agg = aggregate.TableAggregateState()
 
@@ -202,8 +207,8 @@ class ReferenceEngine:
         if state is None:
             state = table_table.TableTableState(
                 kind,
-                table_table.SideTable(versioned=spec.left.versioned is not None),
-                table_table.SideTable(versioned=spec.right.versioned is not None),
+                table_table.SideTable(_history(spec.left)),
+                table_table.SideTable(_history(spec.right)),
             )
         self._tasks[task] = state
         return table_table.step(state, record, now, side)

@@ -15,8 +15,10 @@ Time    Stream (clicks) Table (regions) Join result                  Output (per
 Asia keeps alice's 13 clicks: after a stream-producing join a result is counted once, where it was
 when it happened (no subtraction). After a table-producing join (table-table, foreign key) the
 aggregate follows the join table: a changed result first leaves its old group (emit the old group's new
-total), then joins its new group (emit); a tombstone only leaves. Each emission is
-``(group, total)`` at the max ts seen in that group. ``count`` counts results (rows).
+total), then joins its new group (emit); a tombstone only leaves. A result that stays in its group emits
+one update, its old amount subtracted and the new one added in one step (KIP-904, as Kafka Streams 3.5+:
+``KTableRepartitionMap`` forwards old and new value in one record when the group is unchanged). Each
+emission is ``(group, total)`` at the max ts seen in that group. ``count`` counts results (rows).
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ class TableAggregateState:
 
 
 def step_table(state: TableAggregateState, key: Any, group: Any, amount: Any, ts: int) -> list[Update]:
-    """A join-table change for ``key``: subtract its previous contribution, then add the new one.
+    """A join-table change for ``key``: subtract its previous contribution, then add the new one; one
+    update when both are in the same group (KIP-904), else one per group touched.
 
     :param group: the new group, or None for a tombstone (or a result whose group is null: dead-lettered
         by the caller, and leaving its old group like a tombstone).
@@ -82,6 +85,8 @@ def step_table(state: TableAggregateState, key: Any, group: Any, amount: Any, ts
     if old is not None:
         old_group, old_amount = old
         updates.append(state.totals.add(old_group, -old_amount, ts))
+        if group is not None and hashable(old_group) == hashable(group):
+            updates.clear()  # the same group: Kafka subtracts then adds (in this order) and emits once
     if group is not None:
         state.previous[hkey] = (group, amount)
         updates.append(state.totals.add(group, amount, ts))

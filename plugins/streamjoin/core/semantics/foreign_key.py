@@ -13,7 +13,7 @@ Time    Left (orders)         Right (products) Output (keyed by order)
 9 s                           p2 -> null      inner: o2: tombstone; left: o2: ({p2, 1}, null)
 ======  ====================  ==============  =================================================
 
-Rules, as Kafka Streams 3.7+/4.x without a record cache (``SubscriptionSendProcessorSupplier``,
+Rules, as Kafka Streams 4.1 without a record cache (``SubscriptionSendProcessorSupplier``,
 ``SubscriptionJoinProcessorSupplier``, ``ForeignTableJoinProcessorSupplier``,
 ``ResponseJoinProcessorSupplier``). Output keyed by the left key. ``old``/``new`` are the left key's value
 before/after the update, ``old_fk``/``new_fk`` their foreign keys (None: no value, or points nowhere).
@@ -31,7 +31,10 @@ before/after the update, ``old_fk``/``new_fk`` their foreign keys (None: no valu
   ``new_fk``, or of ``old_fk`` for the tombstone of a delete or of an fk becoming None), or the left ts
   when there is no right row; a right-triggered result at the right record's ts.
 * changing a left row's fk moves it: the old fk's updates no longer reach it.
-* a versioned side ignores updates older than that key's latest version (no output).
+* a versioned side refuses an update older than its store's observed time (the max ts it took in that
+  side's task: the record's partition) - history retention, as Kafka's ``RocksDBVersionedStore``: no
+  output, no state change, counted as late; it ignores updates older than that key's latest version (no
+  output).
 """
 
 from __future__ import annotations
@@ -84,6 +87,8 @@ def _ts(ts: int, right: tuple[Any, int] | None) -> int:
 def step_left(state: ForeignKeyState, record: Record, stream_time: int, fk: Any) -> Step:
     """A left-table update (``fk``: the foreign key of ``record.value``; ignored for a delete)."""
     hkey = hashable(record.key)
+    if state.left_versions.refuses(record.ts, record.partition):
+        return Step(late=True)
     if not state.left_versions.accepts(hkey, record.ts):
         return Step()
     old = state.left.get(hkey)
@@ -118,6 +123,8 @@ def step_left(state: ForeignKeyState, record: Record, stream_time: int, fk: Any)
 def step_right(state: ForeignKeyState, record: Record, stream_time: int) -> Step:
     """A right-table update or delete: re-joins every left row pointing at ``record.key``, in key order."""
     hfk = hashable(record.key)
+    if state.right_versions.refuses(record.ts, record.partition):
+        return Step(late=True)
     if not state.right_versions.accepts(hfk, record.ts):
         return Step()
     if record.value is None:

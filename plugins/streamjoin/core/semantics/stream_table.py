@@ -21,10 +21,12 @@ Rules:
 * Only stream records produce output, at the stream record's ts; inner: nothing without a table value,
   left: ``(value, None)``. Table records update the table; a null value deletes (no-op if absent).
 * Plain table: a lookup sees the latest value in processing order.
-* Versioned table: every update (tombstones too) is a version at its ts; a lookup as of T finds the
-  version with the largest ts <= T (ties: the later processed). Table time = max ts of table records. A
-  lookup with ``T < table_time - history_retention`` finds only the key's latest version, and only if
-  its ts <= T. Versions whose successor's ts <= ``table_time - history_retention`` are forgotten.
+* Versioned table: an update (a tombstone too) older than ``table_time - history_retention`` is refused
+  (not stored, counted as late), as Kafka's ``RocksDBVersionedStore.put`` refuses it; every other update
+  is a version at its ts; a lookup as of T finds the version with the largest ts <= T (ties: the later
+  processed). Table time = max ts of the table records the task's table took. A lookup with
+  ``T < table_time - history_retention`` finds only the key's latest version, and only if its ts <= T.
+  Versions whose successor's ts <= ``table_time - history_retention`` are forgotten.
 * Grace (versioned only): buffer time = max ts of stream records. A stream record with
   ``ts < buffer_time - grace`` is joined at once; otherwise it is buffered; then every buffered record
   with ``ts <= buffer_time - grace`` is released in (ts, key, arrival) order and joined as of its ts
@@ -66,21 +68,25 @@ class TableState:
     def versioned(self) -> bool:
         return self.history_retention is not None
 
-    def apply(self, key: Any, value: Any, ts: int) -> None:
-        """An update (``value`` None: a delete). Plain: replaces the latest value. Versioned: adds a version."""
+    def apply(self, key: Any, value: Any, ts: int) -> bool:
+        """An update (``value`` None: a delete). Plain: replaces the latest value. Versioned: adds a version,
+        unless it is older than the history horizon (refused: returns False)."""
         hkey = hashable(key)
         if self.history_retention is None:
             if value is None:
                 self.latest.pop(hkey, None)
             else:
                 self.latest[hkey] = (value, ts)
-            return
+            return True
+        if self.table_time is not None and ts < self.table_time - self.history_retention:
+            return False
         self.seq += 1
         self.table_time = ts if self.table_time is None else max(self.table_time, ts)
         history = self.versions.setdefault(hkey, [])
         history.append(Version(ts, self.seq, value))
         history.sort(key=lambda v: (v.ts, v.seq))
         self._forget(hkey)
+        return True
 
     def _forget(self, hkey: Any) -> None:
         """Drop versions that no lookup can return any more (superseded at or before the history horizon,
@@ -129,9 +135,8 @@ class StreamTableState:
 
 
 def step_table(state: StreamTableState, record: Record, stream_time: int) -> Step:
-    """A table update: changes the table, emits nothing."""
-    state.table.apply(record.key, record.value, record.ts)
-    return Step()
+    """A table update: changes the table, emits nothing (late: a versioned table refused it)."""
+    return Step(late=not state.table.apply(record.key, record.value, record.ts))
 
 
 def join_one(kind: Kind, table: TableState, record: Record, lookup_key: Any, as_of: int | None) -> list[Result]:

@@ -21,8 +21,10 @@ the other side has a value, else at the update's ts:
   or a tombstone if l is deleted. Left, right update: left absent -> nothing; else ``(l, r|None)``.
 * outer: other side absent and a delete of an absent key -> nothing; both sides now absent ->
   tombstone; else ``(l|None, r|None)``.
-* versioned side: an update older than that key's latest version on that side (tombstones count) is
-  history only: not applied, no output.
+* versioned side: an update older than ``observed - history_retention`` is refused (not stored, no
+  output, counted as late), ``observed`` being the max ts of the updates that side's store took in this
+  task (Kafka's ``RocksDBVersionedStore``: one store per side and task); an update older than that key's
+  latest version on that side (tombstones count) is history only: not applied, no output.
 """
 
 from __future__ import annotations
@@ -37,11 +39,28 @@ from streamjoin.core.spec import Kind
 
 @dataclass
 class SideTable:
-    """One side: the current value (and its ts) per key, and the latest version's ts per key."""
+    """One side: the current value (and its ts) per key; versioned (``history_retention`` set), the latest
+    version's ts per key and the observed time of the side's store in each task (by partition)."""
 
-    versioned: bool = False
+    history_retention: int | None = None
     values: dict[Any, tuple[Any, int]] = field(default_factory=dict)
     latest_ts: dict[Any, int] = field(default_factory=dict)
+    observed: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def versioned(self) -> bool:
+        return self.history_retention is not None
+
+    def refuses(self, ts: int, partition: int) -> bool:
+        """Whether the side's versioned store in task ``partition`` refuses an update at ``ts`` (older than
+        its observed time - history retention); else the update advances the observed time."""
+        if self.history_retention is None:
+            return False
+        observed = self.observed.get(partition)
+        if observed is not None and ts < observed - self.history_retention:
+            return True
+        self.observed[partition] = ts if observed is None else max(observed, ts)
+        return False
 
     def accepts(self, hkey: Any, ts: int) -> bool:
         """Whether an update at ``ts`` becomes the key's current value (always, unless versioned and older)."""
@@ -71,6 +90,8 @@ def step(state: TableTableState, record: Record, stream_time: int, side: Side) -
     """
     hkey = hashable(record.key)
     this, other = state.side(side), state.side(side.other)
+    if this.refuses(record.ts, record.partition):
+        return Step(late=True)
     if not this.accepts(hkey, record.ts):
         return Step()
     existed = hkey in this.values
