@@ -17,14 +17,13 @@ Java cannot run the spec's projections, so they run here, with the callables ``R
   (group, amount) with the joiner, ``group_by`` and ``value``; Kafka's ``groupBy``/``reduce`` (or ``count``)
   use that table, with the record cache off (one update per change).
 
-**Dead letters are streamjoin's own.** Kafka Streams drops such records (and counts most in its
-``dropped-records`` metric, not all: a null group is filtered before the aggregate's repartition topic
-without a count), so the outputs returned here never hold dead letters: compare them with the reference's
-outputs without its dead-letter topic (:func:`without_dead_letters`). :func:`kafka_streams_runs` also
-returns the metric's count per case. By default the records the reference dead-letters at the join's input
-(``null-key``, ``null-value``: found by replaying the case through a ``ReferenceEngine``) are not given to
-Kafka: Kafka drops them too, but only after advancing the join's clock, a difference listed in
-``docs/SEMANTICS.md`` ("Differences from Kafka Streams"); ``feed_dead_letters=True`` gives Kafka every record.
+**Dead letters are streamjoin's own.** Kafka Streams is given every record, including those the reference
+dead-letters, and drops them by its own rules (counting most in its ``dropped-records`` metric, not all: a
+null group is filtered before the aggregate's repartition topic without a count), so the outputs returned
+here never hold dead letters: compare them with the reference's outputs without its dead-letter topic
+(:func:`without_dead_letters`). Where Kafka's drop still changes what it does next (a dropped stream-stream
+record advances the join's clocks), ``tests/oracle/kafka_differences.py`` recognises it by its rule.
+:func:`kafka_streams_runs` also returns the metric's count per case.
 
 A run of ~2,000 small cases costs ~17 s of CPU in the JVM (one ``TopologyTestDriver`` per case; RocksDB
 only for versioned tables and grace buffers, on ``/dev/shm`` when there is one), ~10 s on two idle cores.
@@ -56,8 +55,6 @@ BUILD_SCRIPT = PROJECT_HOME / "scripts" / "build-ks-oracle.sh"
 CLASSES = PROJECT_HOME / ".local" / "ks-oracle" / "classes"
 JARS = PROJECT_HOME / ".local" / "jars" / "ks-oracle"
 MAIN_CLASS = "dev.streamjoin.oracle.KafkaStreamsOracle"
-#: dead-letter reasons of records the join never processes (vs. a join result's ``null-group``/``null-amount``)
-INPUT_DEAD_LETTERS = ("null-key", "null-value")
 #: the whole run (one JVM for every case): ~2,000 small cases take seconds; this bounds a wedged JVM
 RUN_TIMEOUT_S = 600
 
@@ -76,14 +73,12 @@ class OracleRun:
     error: str | None = None
 
 
-def kafka_streams_replay(cases: Sequence[Case], *, feed_dead_letters: bool = False) -> list[list[Emitted]]:
+def kafka_streams_replay(cases: Sequence[Case]) -> list[list[Emitted]]:
     """Per case, what Kafka Streams emits for ``(spec, records, functions)``; see the module docstring.
 
-    :param feed_dead_letters: also give Kafka the records the reference engine dead-letters at the join's
-        input (``null-key``, ``null-value``); by default they are left out (see the module docstring).
     :raises OracleError: Kafka Streams raised on a case (the first such case, its index and the exception).
     """
-    runs = kafka_streams_runs(cases, feed_dead_letters=feed_dead_letters)
+    runs = kafka_streams_runs(cases)
     for index, ((spec, _, _), run) in enumerate(zip(cases, runs, strict=True)):
         if run.error is not None:
             raise OracleError(f"Kafka Streams failed on case {index} ({spec.name}):\n{run.error}")
@@ -95,10 +90,10 @@ def without_dead_letters(spec: PipelineSpec, emitted: Sequence[Emitted]) -> list
     return [row for row in emitted if row.topic != spec.dead_letter_topic]
 
 
-def kafka_streams_runs(cases: Sequence[Case], *, feed_dead_letters: bool = False) -> list[OracleRun]:
+def kafka_streams_runs(cases: Sequence[Case]) -> list[OracleRun]:
     """As :func:`kafka_streams_replay`, with each case's ``dropped-records-total``, and an exception Kafka
     Streams raised on a case returned as that case's ``error`` instead of raised."""
-    adapters = [_Adapter(spec, records, functions, feed_dead_letters) for spec, records, functions in cases]
+    adapters = [_Adapter(spec, records, functions) for spec, records, functions in cases]
     results = _run_jvm([adapter.encode(index) for index, adapter in enumerate(adapters)])
     runs = []
     for adapter, result in zip(adapters, results, strict=True):
@@ -166,33 +161,12 @@ def _json_text(value: Any) -> str | None:
 class _Adapter:
     """Encodes one case for the runner and decodes its rows back into the reference engine's outputs."""
 
-    def __init__(
-        self,
-        spec: PipelineSpec,
-        records: Sequence[Record],
-        functions: Mapping[str, Any] | None,
-        feed_dead_letters: bool,
-    ) -> None:
+    def __init__(self, spec: PipelineSpec, records: Sequence[Record], functions: Mapping[str, Any] | None) -> None:
         self.spec = spec
         self.engine = ReferenceEngine(spec, functions)  # the spec's projections, resolved as the reference does
-        self.records = list(records) if feed_dead_letters else self._joined_records(records, functions)
+        self.records = list(records)
         self.shape, self.kind = spec.join.shape, spec.join.kind
         self.left_format, self.right_format = spec.left.key.format, spec.right.key.format
-
-    def _joined_records(self, records: Sequence[Record], functions: Mapping[str, Any] | None) -> list[Record]:
-        """The records the reference engine's join processes: without those it dead-letters at its input."""
-        probe = ReferenceEngine(self.spec, functions)
-        kept = []
-        for record in records:
-            dropped = any(
-                row.topic == self.spec.dead_letter_topic
-                and dict(row.headers).get("reason") in INPUT_DEAD_LETTERS
-                and dict(row.headers).get("source_topic") == record.topic
-                for row in probe.process(record)
-            )
-            if not dropped:
-                kept.append(record)
-        return kept
 
     # keys: long -> a JSON integer; string -> text; json -> its JSON text (a string key to the runner)
     @staticmethod

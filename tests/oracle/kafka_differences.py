@@ -3,28 +3,31 @@ rule on one generated case of the differential matrix (``tests/matrix_cases.py``
 
 :func:`classify` says whether Kafka Streams' output for a case equals the reference engine's, and if not,
 which documented differences explain it. A difference explains a case only by its rule: its trigger occurs
-in the case, and the reference's output, transformed as the rule says (Kafka's versioned-store state after a
-tombstone it loses), equals Kafka's exactly, or (held stream-stream results) relates to it as the rule
-states. Differences combine by applying their transformations in sequence; the smallest set that
-explains the case is named. Anything else is unexplained. The rules, their Kafka sources and the cases each
-explains are in ``docs/SEMANTICS.md`` ("Differences from Kafka Streams").
+in the case, and the reference's output, transformed as the rule says (the stream-stream clocks that a
+record Kafka drops still advances; Kafka's versioned-store state after a tombstone it loses; the
+reference's own held stream-stream results released on Kafka's schedule), equals Kafka's exactly.
+Differences combine by applying their transformations in sequence; the smallest set that explains the case
+is named. Anything else is unexplained. The rules, their Kafka sources and the cases each explains are in
+``docs/SEMANTICS.md`` ("Differences from Kafka Streams").
 """
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 from kafka_streams_oracle import OracleRun, without_dead_letters
 from matrix_cases import Case
+from streamjoin.core.codec import output_value
 from streamjoin.core.records import Emitted, Record
 from streamjoin.core.reference import ReferenceEngine
-from streamjoin.core.semantics import aggregate
-from streamjoin.core.semantics.common import hashable, serialized_key_order
+from streamjoin.core.semantics import stream_stream
+from streamjoin.core.semantics.common import Result, Side, hashable, serialized_key_order
 from streamjoin.core.shapes import Kind, Shape
 
 
@@ -39,7 +42,12 @@ class Difference:
         return self.name
 
 
-#: applied in this order when combined (the versioned store's state, then the outputs)
+#: applied in this order when combined (the join's clocks, the versioned store's state, then the outputs)
+DROPPED_TIME = Difference(
+    "dropped-record-time",
+    "stream-stream: a record Kafka drops (a null value; a null key on a side the join does not keep) still "
+    "advances the join's stream time, and one with a key its side's window-store time",
+)
 LOST_TOMBSTONE = Difference(
     "versioned-same-ts-tombstone",
     "a tombstone at the timestamp of a key's latest value deletes that value without leaving a trace when the "
@@ -47,13 +55,14 @@ LOST_TOMBSTONE = Difference(
 )
 HELD = Difference(
     "held-non-joined",
-    "stream-stream left/outer: held non-joined results come out later than here, or not before the input ends",
+    "stream-stream left/outer: Kafka's scan of its held results skips and stops early, so a due held result "
+    "comes out later than here, or never (joined first by an out-of-order record, or the input ends)",
 )
 NPE = Difference(
     "grace-null-key-npe",
     "stream-table left join with grace: a null-key stream record fails the task (NullPointerException)",
 )
-DIFFERENCES = (LOST_TOMBSTONE, HELD, NPE)
+DIFFERENCES = (DROPPED_TIME, LOST_TOMBSTONE, HELD, NPE)
 
 
 @dataclass(frozen=True)
@@ -237,98 +246,167 @@ def _forget_lost_tombstone(engine: ReferenceEngine, record: Record, history_end:
         side.latest_ts[hkey] = history_end
 
 
-def _held_count(engine: ReferenceEngine, record: Record) -> int:
-    """How many held results processing ``record`` flushes first (stream-stream: the pending records whose
-    window closes before the new stream time, when the record is at it)."""
+def _input_dead_letter(engine: ReferenceEngine, record: Record, out: Sequence[Emitted]) -> bool:
+    """Whether the reference dead-lettered ``record`` at the join's input (a null key or value: not processed)."""
+    return any(
+        row.topic == engine.spec.dead_letter_topic
+        and dict(row.headers).get("reason") in ("null-key", "null-value")
+        and dict(row.headers).get("source_topic") == record.topic
+        for row in out
+    )
+
+
+def _advance_dropped(engine: ReferenceEngine, record: Record) -> None:
+    """DROPPED_TIME's transformation, after the reference dead-lettered a stream-stream ``record``: Kafka's
+    ``KStreamKStreamJoin.process`` advances the task's shared time tracker before it drops the record
+    (``skipRecord``), and ``KStreamJoinWindow`` puts every keyed record into its side's window store first
+    (a null value stores nothing but moves the store's observed stream time, hence its retention)."""
+    task = record.partition
+    previous = engine.stream_time.get(task)
+    engine.stream_time[task] = record.ts if previous is None else max(previous, record.ts)
+    if record.key is None:
+        return
+    state = engine._tasks.get(task)
+    if state is None:
+        window = engine.spec.join.window
+        assert window is not None
+        state = engine._tasks[task] = stream_stream.StreamStreamState(
+            window.before, window.after, engine.spec.join.grace, engine.kind
+        )
+    side = Side.LEFT if record.topic == engine.spec.left.topic else Side.RIGHT
+    state.side_time[side] = max(state.side_time.get(side, record.ts), record.ts)
+    stream_stream.expire(state, side)
+
+
+def _store_key(row: stream_stream.Stored) -> tuple[Any, ...]:
+    """Where a held record sits in Kafka's outer-join store: ``TimestampedKeyAndJoinSide`` bytes (ts, then
+    the right side before the left, then the serialized key), then arrival (the store's value list)."""
+    return (row.ts, 0 if row.side is Side.RIGHT else 1, serialized_key_order(row.key), row.seq)
+
+
+def _due(engine: ReferenceEngine, record: Record) -> list[stream_stream.Stored]:
+    """The held results processing ``record`` must flush first by section 3's rule: when the record (keyed,
+    with a value) is at the task's new stream time, every pending record whose window closed before it
+    (``close < stream time``), in store order (:func:`_store_key`)."""
     if engine.shape is not Shape.STREAM_STREAM or record.key is None or record.value is None:
-        return 0
+        return []
     state = engine._tasks.get(record.partition)
     previous = engine.stream_time.get(record.partition)
     now = record.ts if previous is None else max(previous, record.ts)
     if state is None or record.ts != now:
-        return 0
-    return sum(1 for row in state.pending.values() if state.close(row.side, row.ts) < now)
+        return []
+    return sorted((row for row in state.pending.values() if state.close(row.side, row.ts) < now), key=_store_key)
 
 
-def _reference_rows(case: Case, lost: dict[int, int | None]) -> list[_Row]:
+#: Java's ``Long.MAX_VALUE``: the time tracker's ``minTime`` when its outer-join store was found empty
+LONG_MAX = 2**63 - 1
+
+
+def _java_long(value: int) -> int:
+    """``value`` as a Java ``long`` sum wraps (``minTime + after + grace`` overflows when minTime is MAX)."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
+@dataclass
+class _KafkaHeld:
+    """HELD's transformation: the reference's held records, released on Kafka's schedule. Kafka Streams
+    4.1.1's ``KStreamKStreamJoin`` keeps them in its outer-join store (here: the reference's pending
+    records, which it puts and removes by the same rules) and scans the store in
+    ``emitNonJoinedOuterRecords`` (this class's :meth:`scan`, replacing ``stream_stream.flush_closed``) at
+    the records where the reference flushes (keyed, with a value, at the task's stream time)."""
+
+    #: ``TimeTracker.minTime`` per task (by its state's id): the min ts put in the store since the last scan,
+    #: or the ts of the last record that scan visited
+    min_time: dict[int, int] = field(default_factory=dict)
+    #: ``joinAfterMs`` of the processor at work: the window's after for a left record, before for a right one
+    join_after: int = 0
+    put: set[tuple[int, int]] = field(default_factory=set)  # (task state id, seq) of the records put so far
+
+    def scan(self, state: stream_stream.StreamStreamState, stream_time: int) -> list[Result]:
+        """Skips while ``minTime + joinAfterMs + grace >= stream time``; else visits the store in order,
+        ``minTime`` set to each record's ts, passes over a record whose window is open (``ts + after`` for
+        a left record, ``ts + before`` for a right one, ``+ grace >= stream time``) and stops once one of
+        each side was open; emits (and forgets) the others."""
+        task = id(state)
+        min_time = self.min_time.get(task, LONG_MAX)
+        if _java_long(min_time + self.join_after + state.grace) >= stream_time:
+            return []
+        self.min_time[task] = LONG_MAX
+        open_sides: set[Side] = set()
+        due = []
+        for row in sorted(state.pending.values(), key=_store_key):
+            self.min_time[task] = row.ts
+            if len(open_sides) == 2:
+                break
+            if row.ts + (state.after if row.side is Side.LEFT else state.before) + state.grace >= stream_time:
+                open_sides.add(row.side)
+                continue
+            due.append(row)
+        for row in due:
+            row.pending = False
+            del state.pending[row.seq]
+        return [stream_stream.non_joined(row.side, row.key, row.value, row.ts) for row in due]
+
+    def after_step(self, engine: ReferenceEngine, record: Record) -> None:
+        """``updatedMinTime`` for each record the step put in the store (it became pending)."""
+        state = engine._tasks.get(record.partition)
+        if not isinstance(state, stream_stream.StreamStreamState):
+            return
+        task = id(state)
+        for row in state.pending.values():
+            if (task, row.seq) not in self.put:
+                self.put.add((task, row.seq))
+                self.min_time[task] = min(self.min_time.get(task, LONG_MAX), row.ts)
+
+
+@dataclass
+class _Replay:
+    rows: list[_Row]
+    #: every flush of held results was section 3's: exactly the due records, in store order
+    documented_flushes: bool
+
+
+def _reference_rows(
+    case: Case, lost: dict[int, int | None], *, dropped_time: bool = False, kafka_held: bool = False
+) -> _Replay:
+    """The reference's outputs (without dead letters) record by record, with the chosen transformations:
+    ``lost`` tombstones forgotten, dropped records advancing the clocks (``dropped_time``), held results
+    on Kafka's schedule (``kafka_held``)."""
     spec, functions = case.spec()
     engine = ReferenceEngine(spec, functions=functions)
+    window = spec.join.window
+    held = _KafkaHeld()
     rows: list[_Row] = []
-    for index, record in enumerate(case.records):
-        held = _held_count(engine, record)
-        for row in without_dead_letters(spec, engine.process(record)):
-            joined = row.topic == engine.output_topic
-            rows.append(_Row(row, index, held=joined and held > 0))
-            held -= joined  # the first join results are the held ones (each followed by its updates)
-        if index in lost:
-            _forget_lost_tombstone(engine, record, lost[index])
-    return rows
+    documented = True
+    with contextlib.ExitStack() as patches:
+        if kafka_held:
+            patches.enter_context(mock.patch.object(stream_stream, "flush_closed", held.scan))
+        for index, record in enumerate(case.records):
+            due = [] if kafka_held else _due(engine, record)
+            if window is not None:
+                held.join_after = window.after if record.topic == spec.left.topic else window.before
+            out = engine.process(record)
+            joins = [row for row in out if row.topic == engine.output_topic]
+            expected = [Emitted(engine.output_topic, row.key, _output(engine, row), row.ts) for row in due]
+            documented = documented and joins[: len(expected)] == expected
+            flushed = len(expected)
+            for row in without_dead_letters(spec, out):
+                joined = row.topic == engine.output_topic
+                rows.append(_Row(row, index, held=joined and flushed > 0))
+                flushed -= joined  # the first join results are the held ones (each followed by its updates)
+            if kafka_held:
+                held.after_step(engine, record)
+            if dropped_time and engine.shape is Shape.STREAM_STREAM and _input_dead_letter(engine, record, out):
+                _advance_dropped(engine, record)
+            if index in lost:
+                _forget_lost_tombstone(engine, record, lost[index])
+    return _Replay(rows, documented)
 
 
-def _aggregate_of(case: Case, joined: Sequence[Emitted]) -> list[Emitted]:
-    """The reference's aggregate updates for a stream of join results (a stream-producing join's)."""
-    engine = case.engine()
-    assert engine.group_by is not None and engine.aggregate_topic is not None
-    state = aggregate.StreamAggregateState()
-    out: list[Emitted] = []
-    for row in joined:
-        group = engine.group_by(row.key, row.value)
-        amount: Any = 1
-        if group is not None and not engine.counting:
-            assert engine.value_of is not None
-            amount = engine.value_of(row.key, row.value)
-        if group is None or amount is None:
-            continue  # a null group or amount: a dead letter here, dropped by Kafka
-        updates = aggregate.step_stream(state, group, amount, row.ts)
-        out += [Emitted(engine.aggregate_topic, u.group, u.total, u.ts) for u in updates]
-    return out
-
-
-def _store_order(row: Emitted) -> tuple[Any, ...]:
-    """Where a held result sits in Kafka's outer-join store: ``TimestampedKeyAndJoinSide`` bytes, i.e.
-    ts, then the right side before the left, then the serialized key."""
-    assert isinstance(row.value, dict)
-    return (row.ts, 0 if row.value["left"] is None else 1, serialized_key_order(row.key))
-
-
-def _held_relation(case: Case, rows: list[_Row], kafka: list[Emitted]) -> bool:
-    """HELD's rule. Kafka's join results are the reference's other results (joined, and non-joined
-    emitted at once), all of them, in order, interleaved with some of the reference's held results (each at
-    most once), each coming no earlier than in the reference (counted in other results before it); held
-    results that Kafka emits one after the other are in its store's order (ts, right before left, key).
-    Kafka's aggregate updates (if any) are the reference's aggregate of Kafka's own join results."""
-    engine = case.engine()
-    joins = [r for r in rows if r.row.topic == engine.output_topic]
-    kafka_joins = [row for row in kafka if row.topic == engine.output_topic]
-    others = [r.row for r in joins if not r.held]
-    held: list[tuple[Emitted, int]] = []  # (row, how many other results precede it in the reference)
-    for r in joins:
-        if r.held:
-            held.append((r.row, sum(1 for o in joins[: joins.index(r)] if not o.held)))
-
-    @functools.cache
-    def fits(i: int, j: int, used: int, last: tuple[Any, ...] | None) -> bool:
-        if i == len(kafka_joins):
-            return j == len(others)
-        row = kafka_joins[i]
-        if j < len(others) and row == others[j] and fits(i + 1, j + 1, used, None):
-            return True
-        if isinstance(row.value, dict) and None in (row.value.get("left"), row.value.get("right")):
-            order = _store_order(row)
-            if last is not None and order < last:
-                return False
-            return any(
-                not used & (1 << k) and h == row and j >= before and fits(i + 1, j, used | (1 << k), order)
-                for k, (h, before) in enumerate(held)
-            )
-        return False
-
-    if not fits(0, 0, 0, None):
-        return False
-    if engine.aggregate_topic is None:
-        return all(row.topic == engine.output_topic for row in kafka)
-    kafka_updates = [row for row in kafka if row.topic == engine.aggregate_topic]
-    return len(kafka_updates) + len(kafka_joins) == len(kafka) and kafka_updates == _aggregate_of(case, kafka_joins)
+def _output(engine: ReferenceEngine, row: stream_stream.Stored) -> Any:
+    """A held record's non-joined result value, as the reference emits it (joiner, output format)."""
+    result = stream_stream.non_joined(row.side, row.key, row.value, row.ts)
+    return output_value(engine.joiner(result.key, result.left, result.right), engine.spec.output.value_format)
 
 
 # --- the verdict -----------------------------------------------------------------------------------------
@@ -356,15 +434,24 @@ def _topics(rows: Sequence[Emitted]) -> dict[str, list[tuple[Any, Any, int]]]:
 
 def _explains(case: Case, run: OracleRun, chosen: Sequence[Difference], events: _StoreEvents) -> bool:
     lost = events.lost if LOST_TOMBSTONE in chosen else {}
-    rows = _reference_rows(case, lost)
+    dropped_time = DROPPED_TIME in chosen
+    replay = _reference_rows(case, lost, dropped_time=dropped_time)
     if HELD in chosen:
-        return any(r.held for r in rows) and _held_relation(case, rows, run.emitted)
-    return _topics([r.row for r in rows]) == _topics(run.emitted)
+        # the reference's own held results must be section 3's (due, all of them, in store order): only
+        # their schedule is Kafka's
+        if not replay.documented_flushes or not any(r.held for r in replay.rows):
+            return False
+        replay = _reference_rows(case, lost, dropped_time=dropped_time, kafka_held=True)
+    return _topics([r.row for r in replay.rows]) == _topics(run.emitted)
 
 
 def _candidates(case: Case, events: _StoreEvents) -> list[Difference]:
     """The differences whose trigger occurs in the case (or, for output rules, can: the shape has them)."""
     found = []
+    if case.cell.shape is Shape.STREAM_STREAM:
+        engine = case.engine()
+        if any(_input_dead_letter(engine, record, engine.process(record)) for record in case.records):
+            found.append(DROPPED_TIME)
     if events.lost:
         found.append(LOST_TOMBSTONE)
     if case.cell.shape is Shape.STREAM_STREAM and case.cell.kind is not Kind.INNER:

@@ -45,7 +45,7 @@ EXCLUDED: dict[str, tuple[str, Callable[[OracleRun], None]]] = {
 @pytest.fixture(scope="module")
 def kafka_runs() -> dict[str, OracleRun]:
     """Every scenario through Kafka Streams, in one JVM."""
-    runs = kafka_streams_runs([(s.spec, s.inputs, None) for s in SCENARIOS], feed_dead_letters=True)
+    runs = kafka_streams_runs([(s.spec, s.inputs, None) for s in SCENARIOS])
     return {scenario.name: run for scenario, run in zip(SCENARIOS, runs, strict=True)}
 
 

@@ -3,10 +3,10 @@ cell of the differential matrix (``tests/matrix_cases.py``: the cases the refere
 except where a documented difference explains the case by its rule.
 
 All cases of all cells go through one JVM (``tests/kafka_streams_oracle.py``). Compared: each output topic's
-records in order (join results, aggregate updates), file order on both sides. Dead letters are streamjoin's
-own: the reference's dead-letter topic is left out, and the records it dead-letters at the join's input are
-not given to Kafka Streams (Kafka drops them after advancing its clock: a difference listed in
-``docs/SEMANTICS.md``). Kafka Streams failing on a case is a difference too.
+records in order (join results, aggregate updates), file order on both sides. Kafka Streams is given every
+record, including those the reference dead-letters (it drops them by its own rules); dead letters are
+streamjoin's own, so the reference's dead-letter topic is left out. Kafka Streams failing on a case is a
+difference too.
 
 No cell is excluded: each case is equal, or explained by the documented differences of
 ``kafka_differences.py`` (each recognised by its rule, alone or combined, with exact equality at the end),
