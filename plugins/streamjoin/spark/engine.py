@@ -29,7 +29,6 @@ from streamjoin.spark.events import (
 )
 from streamjoin.spark.kernel import KernelResults, committed, kernel_join
 from streamjoin.spark.kernel import aggregate as kernel_aggregate
-from streamjoin.spark.kernel import table_aggregate as kernel_table_aggregate
 from streamjoin.spark.projection import is_json_text, joined_value
 from streamjoin.spark.sinks import encode_key, encode_value
 from streamjoin.spark.state import KernelCheckpoint, KernelCommit
@@ -96,12 +95,11 @@ def process_batch(
         if traits(join.shape).table_result:
             stage = partial(kernel_staged_table_results, agg=spec.aggregate)
             staged = templated(results, f"table staged {spec_json}", stage)
-            updates = kernel_table_aggregate(staged, spec, kernel, checkpoint.version, file_order=file_order)
             rejected = lambda s: _result_letters(rejected_results(s.filter(F.col("__letter").isNotNull())), spec)  # noqa: E731
         else:
             staged = templated(results, f"staged {spec_json}", partial(staged_results, agg=spec.aggregate))
-            updates = kernel_aggregate(staged, spec, kernel, checkpoint.version, file_order=file_order)
             rejected = lambda s: _result_letters(rejected_results(s), spec)  # noqa: E731
+        updates = kernel_aggregate(staged, spec, kernel, checkpoint.version, file_order=file_order)
         aggregates, cached = updates.frame, (*cached, updates)
         dead_letters = dead_letters.unionByName(templated(staged, f"rejected {spec_json}", rejected))
     lookup = join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE) and spec.right.versioned is None

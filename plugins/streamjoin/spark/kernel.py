@@ -22,9 +22,9 @@ from typing import Any
 from py4j.java_gateway import JavaClass
 from pyspark.sql import DataFrame, SparkSession
 
+from streamjoin.core.join_plan import JOIN_STORE, JoinPlan
 from streamjoin.core.plans import KERNEL_JAR
-from streamjoin.core.shapes import Shape, traits
-from streamjoin.core.spec import Emit, Format, Kind, PipelineSpec
+from streamjoin.core.spec import PipelineSpec
 from streamjoin.spark.state import KERNEL_DIR, KernelCheckpoint, KernelCommit
 
 
@@ -59,72 +59,49 @@ def kernel_join(
     root = checkpoint.root
     if root is None:
         temporary = root = tempfile.mkdtemp(prefix="streamjoin-kernel-")
-    partitions = spec.kafka.partitions
-    args = (spark._jsparkSession, decoded._jdf, root, checkpoint.version, partitions,
-            file_order, spec.join.kind is Kind.INNER)  # fmt: skip
-    versioned = spec.right.versioned
-    long_keys = spec.left.key.format is Format.LONG
-    if spec.join.shape is Shape.STREAM_STREAM:
-        window = spec.join.window
-        assert window is not None
-        batch = _kernel(spark).streamStream(*args[:-1], spec.join.kind.value, window.before, window.after,
-                                            spec.join.grace, long_keys)  # fmt: skip
-    elif spec.join.shape is Shape.TABLE_TABLE_FK:
-        batch = _kernel(spark).foreignKey(*args, spec.left.versioned is not None, versioned is not None, long_keys)
-    elif spec.join.shape is Shape.TABLE_TABLE:
-        batch = _kernel(spark).tableTable(*args[:-1], spec.join.kind.value, spec.left.versioned is not None,
-                                          versioned is not None)  # fmt: skip
-    elif versioned is None:
-        batch = _kernel(spark).streamTable(*args)
-    else:
-        batch = _kernel(spark).streamTableVersioned(*args, versioned.history_retention, spec.join.grace, long_keys)
-    return KernelResults(DataFrame(batch.results(), spark), batch, spark, partitions, root, temporary)
+    plan = jvm_plan(spark, spec)
+    batch = _kernel(spark).join(spark._jsparkSession, decoded._jdf, plan, root, checkpoint.version, file_order)
+    return KernelResults(DataFrame(batch.results(), spark), batch, spark, spec.kafka.partitions, root, temporary)
 
 
 def aggregate(
     staged: DataFrame, spec: PipelineSpec, joined: KernelResults, version: int, *, file_order: bool
 ) -> KernelResults:
     """The aggregate's updates of one batch (``key, value, ts, __sub`` and ``ORDER``; every group's in one
-    partition in emission order) from its staged join results (``aggregate.staged_results``: null groups are
-    the caller's dead letters), lazily: the reducer tasks keep the totals in their stores beside the join's
+    partition in emission order), lazily, from its staged join results: after a stream-producing join
+    ``aggregate.staged_results`` (null groups are the caller's dead letters), after a table-producing one
+    ``table_aggregate.kernel_staged_table_results`` (each result first subtracts its key's previous contribution,
+    kept in its join task's store). The reducer tasks keep the totals in their stores beside the join's
     (``joined.root``), read at ``version`` and committed at ``version + 1`` by the first action."""
-    assert spec.aggregate is not None
     spark = staged.sparkSession
-    per_batch = spec.aggregate.emit is Emit.PER_BATCH
     batch = _kernel(spark).aggregate(
-        spark._jsparkSession, staged._jdf, joined.root, version, joined.partitions, file_order, per_batch
-    )
-    return KernelResults(DataFrame(batch.results(), spark), batch, spark, joined.partitions, joined.root)
-
-
-def table_aggregate(
-    staged: DataFrame, spec: PipelineSpec, joined: KernelResults, version: int, *, file_order: bool
-) -> KernelResults:
-    """The table aggregate's updates of one batch (``key, value, ts, __sub`` and ``ORDER``), from its staged join
-    results (``table_aggregate.kernel_staged_table_results``), lazily: each result subtracts its key's previous
-    contribution in its join task's store and adds its own; the reducer tasks keep the totals, as
-    :func:`aggregate`'s do."""
-    spark = staged.sparkSession
-    batch = _kernel(spark).tableAggregate(
-        spark._jsparkSession, staged._jdf, joined.root, version, joined.partitions, file_order
+        spark._jsparkSession, staged._jdf, jvm_plan(spark, spec), joined.root, version, file_order
     )
     return KernelResults(DataFrame(batch.results(), spark), batch, spark, joined.partitions, joined.root)
 
 
 def committed(spec: PipelineSpec, checkpoint: KernelCheckpoint) -> KernelCommit:
     """The store files a batch from ``checkpoint`` commits (Spark's layout: ``<operator>/<partition>[/<store>]/
-    <version>.changelog``), relative to the state root; none for a temporary checkpoint."""
+    <version>.changelog``, the join's store at the partition's root), relative to the state root; none for a
+    temporary checkpoint."""
     if checkpoint.root is None:
         return KernelCommit(())
-    stores = ["", *(["foreign/"] if spec.join.shape is Shape.TABLE_TABLE_FK else [])]
-    if spec.aggregate is not None:
-        # a table aggregate (after table-table and foreign-key joins) keeps each result key's last contribution
-        stores += ["aggregate/", *(["previous/"] if traits(spec.join.shape).table_result else [])]
+    stores = ["" if store == JOIN_STORE else f"{store}/" for store in JoinPlan.of(spec).stores]
     version = checkpoint.version + 1
     return KernelCommit(tuple(
         f"{KERNEL_DIR}/0/{partition}/{store}{version}.changelog" for partition in range(spec.kafka.partitions)
         for store in stores
     ))  # fmt: skip
+
+
+def jvm_plan(spark: SparkSession, spec: PipelineSpec) -> Any:
+    """The spec's :class:`JoinPlan` in the JVM, parsed and checked by the kernel once per pipeline and JVM: the
+    first call (the job's start) fails on a shape, store, layout or summary format the two sides do not share."""
+    text = JoinPlan.of(spec).to_json()
+    plans = _classes(spark.sparkContext._gateway).setdefault("plans", {})
+    if text not in plans:
+        plans[text] = _kernel(spark).plan(text)
+    return plans[text]
 
 
 def unload(spark: SparkSession, root: str, partitions: int) -> None:
@@ -133,12 +110,12 @@ def unload(spark: SparkSession, root: str, partitions: int) -> None:
 
 
 def _kernel(spark: SparkSession) -> Any:
+    """The kernel's entry class; :class:`KernelMissingError` (terminal) when the driver's JVM lacks it."""
     kernel = java_class(spark, "dev.streamjoin.kernel.Kernel")
     if kernel is None:  # py4j gives a JavaPackage for a class it cannot find
-        raise RuntimeError(
-            f"the engine kernel's classes are not on Spark's classpath ({KERNEL_JAR} in spark.jars): run `make "
-            "setup` to build it"
-        )
+        from streamjoin.core.errors import KernelMissingError
+
+        raise KernelMissingError(str(KERNEL_JAR), "no class dev.streamjoin.kernel.Kernel in the driver")
     return kernel
 
 

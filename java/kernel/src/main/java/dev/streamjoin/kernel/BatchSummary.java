@@ -1,6 +1,7 @@
 package dev.streamjoin.kernel;
 
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -17,6 +18,8 @@ import org.apache.spark.util.AccumulatorV2;
  */
 final class BatchSummary extends AccumulatorV2<InternalRow, String> {
     private static final long serialVersionUID = 1L;
+    /** A line's fields, in order (the driver's plan must name the same). */
+    static final List<String> COLUMNS = List.of("topic", "partition", "side", "rows", "rejected", "max_ts");
     private static final UTF8String UNDECODABLE = UTF8String.fromString("undecodable");
     private static final int ROWS = 0;
     private static final int REJECTED = 1;

@@ -14,7 +14,6 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
-import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
@@ -44,13 +43,13 @@ final class ForeignKeyJoin implements
     private static final long NO_TS = Long.MIN_VALUE;
 
     private final Layout layout;
-    private final StoreAdapter stores;
+    private final TaskStores stores;
     private final long version;
     private final boolean inner;
     private final boolean versionedRight;
     private final boolean longKeys;
 
-    ForeignKeyJoin(Layout layout, StoreAdapter stores, long version, boolean inner, boolean versionedRight,
+    ForeignKeyJoin(Layout layout, TaskStores stores, long version, boolean inner, boolean versionedRight,
             boolean longKeys) {
         this.layout = layout;
         this.stores = stores;
@@ -80,8 +79,7 @@ final class ForeignKeyJoin implements
         List<ForeignKeyMessage> messages = new ArrayList<>();
         in.forEachRemaining(m -> messages.add(m._2()));
         messages.sort(ForeignKeyMessage.ORDER);
-        StateStore store = stores.openForTask(task, version);
-        TaskState state = new TaskState(store, TaskState.keySchema(), valueSchema(layout));
+        TaskState state = stores.open(task, version, valueSchema(layout));
         Map<String, Foreign> foreign = new HashMap<>();
         UnsafeProjection project = UnsafeProjection.create(layout.output());
         List<InternalRow> results = new ArrayList<>();
@@ -131,7 +129,7 @@ final class ForeignKeyJoin implements
         for (Map.Entry<String, Foreign> entry : foreign.entrySet()) {
             write(state, entry.getKey(), entry.getValue());
         }
-        store.commit();
+        state.commit();
         return results.iterator();
     }
 

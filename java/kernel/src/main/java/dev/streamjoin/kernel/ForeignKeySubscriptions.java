@@ -7,7 +7,6 @@ import java.util.List;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
-import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
@@ -17,7 +16,9 @@ import scala.Tuple2;
 /**
  * A foreign-key join's first stage, task t holding partition t of both inputs (as Kafka Streams' subscription
  * send processor): the batch in processing order, each left key's latest value and foreign key in the task's
- * store ({@link TaskState#LEFT_TABLE}; a versioned left keeps a delete's ts and ignores older updates). Each
+ * store ({@link TaskState#LEFT_TABLE}; a versioned left keeps a delete's ts and ignores older updates). A
+ * versioned side's store (the left's and the right's of this task's partition) refuses an update older than its
+ * observed time - history retention ({@link ObservedTimes}): it goes no further. Each
  * applied left update sends its key's move away from its old foreign key and to its new one (the foreign key is
  * the decoded batch's {@code __lookup}); a right update goes on as it is; a result that needs no right row (a
  * left join's delete, or a value pointing nowhere) is decided here. Rules: {@code core/semantics/foreign_key.py}.
@@ -32,14 +33,35 @@ final class ForeignKeySubscriptions implements
     private static final int FK = 4;
 
     private final Layout layout;
-    private final StoreAdapter stores;
+    private final TaskStores stores;
     private final long version;
     private final boolean fileOrder;
     private final int tasks;
     private final boolean inner;
     private final boolean versionedLeft;
+    /** A versioned side's history retention (ms); null: a plain table (or, deprecated, one that refuses nothing). */
+    private final Long leftHistory;
+    private final Long rightHistory;
 
-    ForeignKeySubscriptions(Layout layout, StoreAdapter stores, long version, boolean fileOrder, int tasks,
+    ForeignKeySubscriptions(Layout layout, TaskStores stores, long version, boolean fileOrder, int tasks,
+            boolean inner, Long leftHistory, Long rightHistory) {
+        this.layout = layout;
+        this.stores = stores;
+        this.version = version;
+        this.fileOrder = fileOrder;
+        this.tasks = tasks;
+        this.inner = inner;
+        this.versionedLeft = leftHistory != null;
+        this.leftHistory = leftHistory;
+        this.rightHistory = rightHistory;
+    }
+
+    /**
+     * Versioned sides that refuse no update (the rule before Kafka's expired-put rule was adopted): only until
+     * the callers pass the history retention ({@link JoinPlan#leftHistory}, {@link JoinPlan#rightHistory}).
+     */
+    @Deprecated
+    ForeignKeySubscriptions(Layout layout, TaskStores stores, long version, boolean fileOrder, int tasks,
             boolean inner, boolean versionedLeft) {
         this.layout = layout;
         this.stores = stores;
@@ -48,6 +70,8 @@ final class ForeignKeySubscriptions implements
         this.tasks = tasks;
         this.inner = inner;
         this.versionedLeft = versionedLeft;
+        this.leftHistory = null;
+        this.rightHistory = null;
     }
 
     static StructType valueSchema(Layout layout) {
@@ -59,16 +83,21 @@ final class ForeignKeySubscriptions implements
     public Iterator<Tuple2<Integer, ForeignKeyMessage>> call(Integer task, Iterator<Tuple2<Integer, InternalRow>> in) {
         List<InternalRow> rows = new ArrayList<>();
         in.forEachRemaining(record -> rows.add(record._2()));
-        StateStore store = stores.openForTask(task, version);
-        TaskState state = new TaskState(store, TaskState.keySchema(), valueSchema(layout));
+        TaskState state = stores.open(task, version, valueSchema(layout));
         List<Event> ordered = fileOrder ? BatchOrder.fileOrder(rows, layout) : BatchOrder.order(rows, layout, state);
         List<Tuple2<Integer, ForeignKeyMessage>> out = new ArrayList<>();
+        ObservedTimes observed = new ObservedTimes(state);
         for (Event event : ordered) {
             InternalRow row = event.row;
             UTF8String key = row.getUTF8String(layout.key);
             UTF8String topic = row.getUTF8String(layout.topic);
             boolean deleted = row.getBoolean(layout.tomb);
-            if (!event.stream(layout)) {
+            boolean left = event.stream(layout);
+            Long history = left ? leftHistory : rightHistory;
+            if (observed.refuses(left ? "left" : "right", event.partition, event.ts, history)) {
+                continue;  // older than the side's store time - history retention
+            }
+            if (!left) {
                 Object value = deleted ? null : row.get(layout.rval, layout.rightType);
                 send(out, new ForeignKeyMessage(ForeignKeyMessage.RIGHT, key, key, value, event.ts, deleted, task, 0,
                         event.pos, event.input, event.partition, event.offset, topic));
@@ -100,7 +129,8 @@ final class ForeignKeySubscriptions implements
                 send(out, message(ForeignKeyMessage.RESULT, null, key, value, event, deleted, task, 0, topic));
             }
         }
-        store.commit();
+        observed.write();
+        state.commit();
         return out.iterator();
     }
 

@@ -7,7 +7,6 @@ import java.util.List;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
-import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.types.StructType;
 
 import scala.Tuple2;
@@ -21,12 +20,12 @@ final class KernelTask implements Function2<Integer, Iterator<Tuple2<Integer, In
     private static final long serialVersionUID = 1L;
     private final Layout layout;
     private final StructType output;
-    private final StoreAdapter stores;
+    private final TaskStores stores;
     private final long version;
     private final boolean fileOrder;
     private final Rules rules;
 
-    KernelTask(Layout layout, StoreAdapter stores, long version, boolean fileOrder, Rules rules) {
+    KernelTask(Layout layout, TaskStores stores, long version, boolean fileOrder, Rules rules) {
         this.layout = layout;
         this.output = layout.output();
         this.stores = stores;
@@ -39,13 +38,12 @@ final class KernelTask implements Function2<Integer, Iterator<Tuple2<Integer, In
     public Iterator<InternalRow> call(Integer task, Iterator<Tuple2<Integer, InternalRow>> records) {
         List<InternalRow> rows = new ArrayList<>();
         records.forEachRemaining(record -> rows.add(record._2()));
-        StateStore store = stores.openForTask(task, version);
-        TaskState state = new TaskState(store, TaskState.keySchema(), rules.valueSchema());
+        TaskState state = stores.open(task, version, rules.valueSchema());
         List<Event> ordered = fileOrder ? BatchOrder.fileOrder(rows, layout) : BatchOrder.order(rows, layout, state);
         UnsafeProjection project = UnsafeProjection.create(output);
         List<InternalRow> results = new ArrayList<>();
         rules.apply(task, ordered, state, row -> results.add(project.apply(row).copy()));
-        store.commit();
+        state.commit();
         return results.iterator();
     }
 }

@@ -59,7 +59,14 @@ final class Layout implements Serializable {
         rightType = in.fields()[rval].dataType();
     }
 
+    /** The kernel's result columns, in order (the driver's plan must name the same). */
+    static final List<String> OUTPUT = List.of(outputSchema(DataTypes.StringType, DataTypes.StringType).fieldNames());
+
     StructType output() {
+        return outputSchema(leftType, rightType);
+    }
+
+    private static StructType outputSchema(DataType leftType, DataType rightType) {
         return new StructType()
                 .add("key", DataTypes.StringType)
                 .add("left", leftType)

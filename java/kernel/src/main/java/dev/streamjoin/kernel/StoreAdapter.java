@@ -1,6 +1,5 @@
 package dev.streamjoin.kernel;
 
-import java.io.Serializable;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 
@@ -12,6 +11,7 @@ import org.apache.spark.sql.execution.streaming.state.StateStore$;
 import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.util.SerializableConfiguration;
@@ -25,7 +25,7 @@ import scala.Option;
  * operators open theirs the same way ({@code StateStoreRDD}); the provider is RocksDB with changelog
  * checkpointing whatever the session's default provider is.
  */
-final class StoreAdapter implements Serializable {
+final class StoreAdapter implements TaskStores {
     private static final long serialVersionUID = 1L;
     static final String PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider";
     /** The join's store of each task; an aggregate's is {@link #AGGREGATE}. */
@@ -39,19 +39,14 @@ final class StoreAdapter implements Serializable {
 
     private final String checkpointRoot;
     private final String storeName;
-    private final StructType keySchema;
-    private final StructType valueSchema;
     private final StateStoreConf storeConf;
     private final SerializableConfiguration hadoopConf;
     /** Fixed per checkpoint: executors keep the loaded stores of a pipeline between its batches. */
     private final UUID runId;
 
-    StoreAdapter(SparkSession session, String checkpointRoot, String storeName, StructType keySchema,
-            StructType valueSchema) {
+    StoreAdapter(SparkSession session, String checkpointRoot, String storeName) {
         this.checkpointRoot = checkpointRoot;
         this.storeName = storeName;
-        this.keySchema = keySchema;
-        this.valueSchema = valueSchema;
         SQLConf conf = session.sessionState().conf().clone();
         conf.setConfString("spark.sql.streaming.stateStore.providerClass", PROVIDER);
         conf.setConfString("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true");
@@ -65,25 +60,44 @@ final class StoreAdapter implements Serializable {
         return new StateStoreProviderId(new StateStoreId(checkpointRoot, OPERATOR_ID, partition, storeName), runId);
     }
 
-    /** The store of {@code partition} as of {@code version} (0: empty); its writes become version + 1. */
-    StateStore open(int partition, long version) {
-        return StateStore$.MODULE$.get(
+    /**
+     * The store of {@code partition} as of {@code version} (0: empty), for the running task: its writes become
+     * version + 1 at its commit; a store the task has not committed when it ends (it failed) is aborted, so that
+     * a retry starts from the same version.
+     */
+    @Override
+    public TaskState open(int partition, long version, StructType valueSchema) {
+        StructType keySchema = TaskState.keySchema();
+        StateStore store = StateStore$.MODULE$.get(
                 providerId(partition), keySchema, valueSchema, NoPrefixKeyStateEncoderSpec.apply(keySchema),
                 version, Option.empty(), Option.empty(), false, storeConf, hadoopConf.value(), false);
-    }
-
-    /**
-     * {@link #open} for the running task: a store the task has not committed when it ends (it failed) is
-     * aborted, so that a retry starts from the same version.
-     */
-    StateStore openForTask(int partition, long version) {
-        StateStore store = open(partition, version);
         TaskContext.get().addTaskCompletionListener((TaskCompletionListener) context -> {
             if (!store.hasCommitted()) {
                 store.abort();
             }
         });
-        return store;
+        String family = StateStore.DEFAULT_COL_FAMILY_NAME();
+        return new TaskState(new TaskState.Rows() {
+            @Override
+            public UnsafeRow get(UnsafeRow key) {
+                return store.get(key, family);
+            }
+
+            @Override
+            public void put(UnsafeRow key, UnsafeRow value) {
+                store.put(key, value, family);
+            }
+
+            @Override
+            public void remove(UnsafeRow key) {
+                store.remove(key, family);
+            }
+
+            @Override
+            public void commit() {
+                store.commit();
+            }
+        }, valueSchema);
     }
 
     /** Close this checkpoint's stores of this name loaded in this JVM (the driver's, in local mode). */

@@ -12,7 +12,6 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
-import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 
@@ -41,11 +40,11 @@ final class StreamAggregate
             OFFSET = 7;
     private static final Comparator<InternalRow> ORDER = emissionOrder(SUB);
 
-    private final StoreAdapter stores;
+    private final TaskStores stores;
     private final long version;
     private final boolean perBatch;
 
-    StreamAggregate(StoreAdapter stores, long version, boolean perBatch) {
+    StreamAggregate(TaskStores stores, long version, boolean perBatch) {
         this.stores = stores;
         this.version = version;
         this.perBatch = perBatch;
@@ -82,8 +81,7 @@ final class StreamAggregate
         List<InternalRow> rows = new ArrayList<>();
         records.forEachRemaining(record -> rows.add(record._2()));
         rows.sort(ORDER);
-        StateStore store = stores.openForTask(task, version);
-        TaskState state = new TaskState(store, TaskState.keySchema(), valueSchema());
+        TaskState state = stores.open(task, version, valueSchema());
         Map<String, long[]> totals = new HashMap<>(); // group -> (total, max ts), this batch's groups
         Map<String, InternalRow> lastOf = new HashMap<>();
         UnsafeProjection project = UnsafeProjection.create(OUTPUT);
@@ -109,7 +107,7 @@ final class StreamAggregate
                 out.add(project.apply(update(lastOf.get(entry.getKey()), total, 0)).copy());
             }
         }
-        store.commit();
+        state.commit();
         return out.iterator();
     }
 

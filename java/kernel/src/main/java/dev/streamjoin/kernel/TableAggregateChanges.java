@@ -10,7 +10,6 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
-import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
@@ -22,8 +21,10 @@ import scala.Tuple2;
  * the reference's {@code step_table}): join task t keeps each of its result keys' last counted (group,
  * amount) in its store ({@link StoreAdapter#PREVIOUS}); in emission order, a result first subtracts its key's
  * previous amount from the previous group, then, unless it is a tombstone or dead-lettered (no group), adds
- * its amount to its group. Its rows are {@link StreamAggregate}'s input, {@code __sub} doubled (+1 for the
- * addition) so that a result's subtraction comes before its addition in the group's order.
+ * its amount to its group; when both are the same group, one change adds the difference (KIP-904: Kafka
+ * Streams 3.5+ sends old and new value in one record when the group is unchanged, and its reducer emits once).
+ * Its rows are {@link StreamAggregate}'s input, {@code __sub} doubled (+1 for the addition) so that a
+ * result's subtraction comes before its addition in the group's order.
  */
 final class TableAggregateChanges
         implements Function2<Integer, Iterator<Tuple2<Integer, InternalRow>>, Iterator<InternalRow>> {
@@ -45,10 +46,10 @@ final class TableAggregateChanges
             OFFSET = 8;
     private static final Comparator<InternalRow> ORDER = StreamAggregate.emissionOrder(SUB);
 
-    private final StoreAdapter stores;
+    private final TaskStores stores;
     private final long version;
 
-    TableAggregateChanges(StoreAdapter stores, long version) {
+    TableAggregateChanges(TaskStores stores, long version) {
         this.stores = stores;
         this.version = version;
     }
@@ -63,27 +64,28 @@ final class TableAggregateChanges
         List<InternalRow> rows = new ArrayList<>();
         records.forEachRemaining(record -> rows.add(record._2()));
         rows.sort(ORDER);
-        StateStore store = stores.openForTask(task, version);
-        TaskState state = new TaskState(store, TaskState.keySchema(), valueSchema());
+        TaskState state = stores.open(task, version, valueSchema());
         UnsafeProjection project = UnsafeProjection.create(StreamAggregate.INPUT);
         List<InternalRow> out = new ArrayList<>();
         for (InternalRow row : rows) {
             String key = row.getUTF8String(KEY).toString();
             UnsafeRow previous = state.get(TaskState.PREVIOUS, key);
             int sub = row.getInt(SUB) * 2;
-            if (previous != null) {
+            UTF8String group = row.isNullAt(GROUP) ? null : row.getUTF8String(GROUP);
+            boolean sameGroup = previous != null && group != null && group.equals(previous.getUTF8String(2));
+            if (previous != null && !sameGroup) {
                 out.add(project.apply(change(previous.getUTF8String(2), -previous.getLong(0), row, sub)).copy());
             }
-            if (row.isNullAt(GROUP)) {
+            if (group == null) {
                 state.remove(TaskState.PREVIOUS, key);
             } else {
-                UTF8String group = row.getUTF8String(GROUP);
                 long amount = row.getLong(AMOUNT);
+                long change = sameGroup ? amount - previous.getLong(0) : amount;
                 state.putFields(TaskState.PREVIOUS, key, amount, row.getLong(TS), group.clone());
-                out.add(project.apply(change(group, amount, row, sub + 1)).copy());
+                out.add(project.apply(change(group, change, row, sub + 1)).copy());
             }
         }
-        store.commit();
+        state.commit();
         return out.iterator();
     }
 

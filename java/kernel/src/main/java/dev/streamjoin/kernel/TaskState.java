@@ -5,7 +5,6 @@ import java.util.Arrays;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
-import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
@@ -22,7 +21,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * side ({@link TableTableRules}; a foreign-key join's left values and foreign keys, {@link ForeignKeySubscriptions}); {@link #PREVIOUS}, a table aggregate's last counted contribution of a result
  * key ({@link TableAggregateChanges}); {@link #WINDOWS}, {@link #WINDOW_INDEX}, {@link #PENDING} and
  * {@link #BUCKETS}, a stream-stream join's window stores ({@link WindowStore}). All of a task's rows are
- * committed together, as one version.
+ * committed together, as one version. The rows live in Spark's state store ({@link StoreAdapter}) or, for the
+ * rule tests without Spark, in memory ({@link MemoryStores}): the rules are the same code either way.
  */
 final class TaskState implements BatchOrder.Clocks {
     static final int TABLE = 0;
@@ -38,16 +38,33 @@ final class TaskState implements BatchOrder.Clocks {
     static final int PENDING = 10;
     static final int BUCKETS = 11;
 
-    private final StateStore store;
+    /** A task's rows of one store, keyed and valued by {@link #keySchema()} and the shape's value schema. */
+    interface Rows {
+        UnsafeRow get(UnsafeRow key);
+
+        void put(UnsafeRow key, UnsafeRow value);
+
+        void remove(UnsafeRow key);
+
+        /** Make the rows written so far the store's next version. */
+        void commit();
+    }
+
+    private final Rows store;
     private final UnsafeProjection keys;
     private final UnsafeProjection values;
     private final int width;
 
-    TaskState(StateStore store, StructType keySchema, StructType valueSchema) {
+    TaskState(Rows store, StructType valueSchema) {
         this.store = store;
-        this.keys = UnsafeProjection.create(keySchema);
+        this.keys = UnsafeProjection.create(keySchema());
         this.values = UnsafeProjection.create(valueSchema);
         this.width = valueSchema.length();
+    }
+
+    /** Commit the task's rows (a task commits once, after its last record). */
+    void commit() {
+        store.commit();
     }
 
     static StructType keySchema() {
@@ -65,7 +82,7 @@ final class TaskState implements BatchOrder.Clocks {
 
     /** The row of {@code key}, or null; its fields are Spark internal values of the value schema. */
     UnsafeRow get(int kind, String key) {
-        UnsafeRow row = store.get(key(kind, key), StateStore.DEFAULT_COL_FAMILY_NAME());
+        UnsafeRow row = store.get(key(kind, key));
         return row == null ? null : row.copy();
     }
 
@@ -77,11 +94,11 @@ final class TaskState implements BatchOrder.Clocks {
     /** Store a row of the value schema's leading {@code fields} (the rest null) at {@code key}. */
     void putFields(int kind, String key, Object... fields) {
         Object[] row = Arrays.copyOf(fields, width);
-        store.put(key(kind, key), values.apply(new GenericInternalRow(row)).copy(), StateStore.DEFAULT_COL_FAMILY_NAME());
+        store.put(key(kind, key), values.apply(new GenericInternalRow(row)).copy());
     }
 
     void remove(int kind, String key) {
-        store.remove(key(kind, key), StateStore.DEFAULT_COL_FAMILY_NAME());
+        store.remove(key(kind, key));
     }
 
     /** The task's stream time {@code name}, or null before its first record. */

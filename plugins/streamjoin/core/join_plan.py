@@ -1,0 +1,108 @@
+"""The join plan: what the kernel (``java/kernel``) runs for a pipeline, built once from its spec.
+
+It crosses the Python/JVM border as one JSON object (``Kernel.plan``), where the kernel's ``JoinPlan.parse``
+checks it against its own registry of shapes, store names, column layouts and summary format before the first
+batch: a shape either side does not have, or any of those facts on which the two sides disagree, stops the job
+at its start (a person must act), naming it. The Spark driver (``spark/kernel.py``) and the rule tests without
+Spark (``tests/kernel_rules.py``) send the same plan.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from streamjoin.core.errors import StreamJoinError
+from streamjoin.core.shapes import SHAPES, Shape
+from streamjoin.core.spec import Emit, Format, PipelineSpec
+
+#: the stores of a task, by name (the kernel's ``StoreAdapter``): the join's, a foreign-key join's second
+#: stage's, an aggregate's totals and a table aggregate's last contribution per result key
+JOIN_STORE, FOREIGN_STORE, AGGREGATE_STORE, PREVIOUS_STORE = "default", "foreign", "aggregate", "previous"
+#: the decoded batch's columns the kernel reads (``spark/events.py`` makes them; ``__lookup`` besides, where set)
+DECODED_COLUMNS = ("side", "key", "lval", "rval", "tomb", "ts", "__partition", "__offset", "__rank", "__input",
+                   "topic", "reason")  # fmt: skip
+#: the kernel's join result columns, in order
+RESULT_COLUMNS = ("key", "left", "right", "ts", "matched", "tomb_out", "__sub", "src_topic", "src_partition",
+                  "src_offset", "__task", "__pos", "__input", "__partition", "__offset")  # fmt: skip
+#: a line of the kernel's batch summary (``spark/events.summary_from_text`` reads it), tab-separated
+SUMMARY_COLUMNS = ("topic", "partition", "side", "rows", "rejected", "max_ts")
+
+#: the shapes the kernel runs, with the stores their join keeps (the kernel's ``Shapes`` is the twin)
+KERNEL_SHAPES: dict[Shape, tuple[str, ...]] = {
+    Shape.STREAM_TABLE: (JOIN_STORE,),
+    Shape.STREAM_GLOBALTABLE: (JOIN_STORE,),
+    Shape.TABLE_TABLE: (JOIN_STORE,),
+    Shape.STREAM_STREAM: (JOIN_STORE,),
+    Shape.TABLE_TABLE_FK: (JOIN_STORE, FOREIGN_STORE),
+}
+
+
+class UnknownShapeError(StreamJoinError):
+    """A pipeline's join shape that the kernel's registry does not have (terminal: the build lacks it)."""
+
+    def __init__(self, pipeline: str, shape: str) -> None:
+        self.pipeline, self.shape = pipeline, shape
+        known = ", ".join(s.value for s in KERNEL_SHAPES)
+        super().__init__(
+            f"pipeline {pipeline}: the kernel has no join shape {shape!r} (it runs {known}): change join.shape in "
+            "the spec, or install a streamjoin release that runs it"
+        )
+
+
+@dataclass(frozen=True)
+class JoinPlan:
+    """A pipeline's join as the kernel runs it (see the module docstring); :meth:`to_json` is what crosses."""
+
+    pipeline: str
+    shape: str
+    kind: str
+    partitions: int
+    #: a stream-stream join's window (ms): ``{"before": .., "after": ..}``, else None
+    window: dict[str, int] | None
+    grace: int
+    #: a versioned side's history retention (ms); None: a plain table, or a stream
+    left_history: int | None
+    right_history: int | None
+    #: the left key's format (``long``: held results come in the order of its 8 big-endian bytes)
+    key_format: str
+    #: ``none``, ``every_change`` or ``per_batch``
+    aggregate: str
+    #: the stores a batch commits, in order (the manifest lists their files)
+    stores: tuple[str, ...]
+    decoded_columns: tuple[str, ...] = DECODED_COLUMNS
+    result_columns: tuple[str, ...] = RESULT_COLUMNS
+    summary_columns: tuple[str, ...] = SUMMARY_COLUMNS
+
+    @classmethod
+    def of(cls, spec: PipelineSpec) -> JoinPlan:
+        """The plan of ``spec``'s join and aggregate.
+
+        :raises UnknownShapeError: the spec's shape is not in :data:`KERNEL_SHAPES`.
+        """
+        join = spec.join
+        join_stores = KERNEL_SHAPES.get(join.shape)
+        if join_stores is None:
+            raise UnknownShapeError(spec.name, str(join.shape))
+        stores = list(join_stores)
+        if spec.aggregate is not None:
+            stores.append(AGGREGATE_STORE)
+            if SHAPES[join.shape].table_result:
+                stores.append(PREVIOUS_STORE)
+        window = join.window
+        return cls(
+            pipeline=spec.name,
+            shape=join.shape.value,
+            kind=join.kind.value,
+            partitions=spec.kafka.partitions,
+            window=None if window is None else {"before": window.before, "after": window.after},
+            grace=join.grace,
+            left_history=None if spec.left.versioned is None else spec.left.versioned.history_retention,
+            right_history=None if spec.right.versioned is None else spec.right.versioned.history_retention,
+            key_format="long" if spec.left.key.format is Format.LONG else "string",
+            aggregate="none" if spec.aggregate is None else Emit(spec.aggregate.emit).value,
+            stores=tuple(stores),
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
