@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from streamjoin.core.errors import CheckpointLockedError, CorruptCheckpointError, KafkaUnavailableError
+from streamjoin.core.errors import (
+    CheckpointLockedError,
+    CorruptCheckpointError,
+    KafkaUnavailableError,
+    KernelMissingError,
+    MissingTopicError,
+)
 from streamjoin.core.job_files import EXIT_TERMINAL, EXIT_TRANSIENT, JobFailure, PipelineFiles
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.supervision import Event, Health, Policy, State, restart_delay, watch_step
@@ -23,6 +29,8 @@ from streamjoin.core.supervision import Event, Health, Policy, State, restart_de
         (CheckpointLockedError("/c", "host:1", 12.0), False),
         (KafkaUnavailableError("broker down"), True),
         (RuntimeError("Py4JJavaError: task failed"), True),  # not known to be permanent
+        (MissingTopicError("out", "join output", "127.0.0.1:9092"), False),
+        (KernelMissingError(".local/jars/kernel/streamjoin-kernel.jar"), False),
     ],
 )
 def test_a_failure_says_whether_a_restart_can_help(error: Exception, transient: bool) -> None:
@@ -150,3 +158,37 @@ def test_a_driver_dead_of_a_transient_error_under_a_refused_password_fails_the_o
     else:
         assert owner._backing_off(spec, files, record) is True  # waits 10 s before the second restart
         assert files.supervisor().gave_up_at is None and files.supervisor().restart_after is not None
+
+
+def test_a_driver_dead_of_a_terminal_failure_while_no_owner_watched_is_not_restarted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner's task starts (a new DAG run) and finds the driver dead of a terminal failure it recorded (the
+    kernel refused a record of a partition the pipeline does not have): it gives up at once, naming the
+    failure, and launches nothing."""
+    from streamjoin.airflow.operators import supervise
+    from streamjoin.core.errors import JvmError
+    from streamjoin.core.spec import load_spec
+    from streamjoin.kafka.client_config import KafkaClientConfig
+
+    spec = load_spec(PROJECT_HOME / "include" / "pipelines" / "clicks_per_region.yaml")
+    files = PipelineFiles(tmp_path / "checkpoint")
+    files.record_driver(None, None, str(tmp_path / "driver.log"), "streamjoin-x")
+    time.sleep(0.01)  # the failure comes after the driver's start: it is that driver's
+    terminal = JvmError("dev.streamjoin.kernel.TerminalKernelException", "a record of Kafka partition 2 but the "
+                        "pipeline has 2 partitions; a person must act", transient=False)  # fmt: skip
+    files.record_failure(JobFailure.of(terminal))
+
+    def launch(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the owner restarted a job that died of a terminal failure")
+
+    spec_path = "include/pipelines/clicks_per_region.yaml"
+    owner = supervise.SuperviseStreamJoinOperator(task_id="own_job", spec_path=spec_path, policy=Policy())
+    monkeypatch.setattr(supervise, "pipeline_files", lambda _spec: files)
+    monkeypatch.setattr(supervise, "launch_job", launch)
+    monkeypatch.setattr(owner, "_setup", lambda check=True: (spec, KafkaClientConfig.of("127.0.0.1:1")))
+    with pytest.raises(supervise.StreamJobFailure, match=r"a restart cannot fix: JvmError: dev\.streamjoin\.kernel"):
+        owner.execute({})
+    record = files.supervisor()
+    assert record.gave_up_at is not None and record.restarts == []
+    assert record.last is not None and "TerminalKernelException" in record.last.reason

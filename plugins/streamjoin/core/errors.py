@@ -189,6 +189,42 @@ class KafkaAuthenticationError(StreamJoinError):
         super().__init__(f"{source}: authentication to Kafka failed: {reason}; check the connection's credentials")
 
 
+class MissingTopicError(StreamJoinError):
+    """A topic the job writes (its output, aggregate output, dead letters or batch markers) does not exist.
+    Terminal: the job checks at start; without it every write task would wait for the topic's metadata, fail,
+    and the job restart, forever."""
+
+    def __init__(self, topic: str, role: str, where: str) -> None:
+        self.topic, self.role, self.where = topic, role, where
+        super().__init__(
+            f"topic {topic!r} ({role}) does not exist at {where}; create it: run the pipeline's provision_topics "
+            "task (its DAG runs it before the job), or create it as `streamjoin plan <spec>` lists it"
+        )
+
+
+class KernelMissingError(StreamJoinError):
+    """The engine kernel's classes are not on the classpath of Spark's driver or executors. Terminal: the
+    job cannot run a batch without them."""
+
+    def __init__(self, jar: str, detail: str = "") -> None:
+        self.jar, self.detail = jar, detail
+        super().__init__(
+            f"the engine kernel's classes are not on Spark's classpath{f' ({detail})' if detail else ''}: run "
+            f"`make setup` to build {jar}, then start the job with it in spark.jars (the launcher adds it once it "
+            "is built)"
+        )
+
+
+class JvmError(StreamJoinError):
+    """A failure in Spark's JVM (the kernel, a task, Spark itself), kind decided by its Java class
+    (``streamjoin.spark.failures``): terminal for a ``TerminalKernelException`` or another class a restart
+    cannot cure, transient otherwise. ``java_class`` and ``java_message`` are the deciding exception's."""
+
+    def __init__(self, java_class: str, java_message: str, *, transient: bool, action: str = "") -> None:
+        self.java_class, self.java_message, self.transient, self.action = java_class, java_message, transient, action
+        super().__init__(f"{java_class}: {java_message}" + (f"; {action}" if action else ""))
+
+
 class SparkSubmitError(StreamJoinError):
     """spark-submit exited with an error (or could not start); the message ends with the last lines it printed."""
 

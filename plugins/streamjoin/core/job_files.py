@@ -394,8 +394,11 @@ class WatchEvent:
 class JobFailure:
     """Why a job's run stopped with an error. ``transient``: a restart from the checkpoint may help (the
     broker was away, a task died); otherwise a person must act first (a refused password, a corrupt
-    checkpoint, a second driver on it, a spec that cannot run). An error that is not a
-    :class:`~streamjoin.core.errors.StreamJoinError` is not known to be permanent: transient."""
+    checkpoint, a second driver on it, a spec that cannot run, a missing output topic or kernel jar). A
+    failure in Spark's JVM reaches here as a :class:`~streamjoin.core.errors.JvmError`, its kind decided by
+    its Java class (``streamjoin.spark.failures``: the kernel's ``TerminalKernelException`` is terminal). An
+    error that is not a :class:`~streamjoin.core.errors.StreamJoinError` is not known to be permanent:
+    transient."""
 
     error: str
     message: str

@@ -23,10 +23,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from confluent_kafka import KafkaError, KafkaException
 from pyspark.sql import DataFrame, SparkSession
 
 from streamjoin.core.batch_plan import BatchPlan, TopicPartition, by_topic, plan_batch
-from streamjoin.core.errors import CheckpointLockedError, CorruptCheckpointError
+from streamjoin.core.errors import (
+    CheckpointLockedError,
+    CorruptCheckpointError,
+    KafkaUnavailableError,
+    MissingTopicError,
+    StreamJoinError,
+    TopicProvisionError,
+)
 from streamjoin.core.job_files import QUERY_DIR, BatchCounts, Lease, OffsetLog, Offsets, PipelineFiles
 from streamjoin.core.ordering import source_orders
 from streamjoin.core.plans import location
@@ -37,8 +45,10 @@ from streamjoin.kafka.client_config import KafkaTarget
 from streamjoin.kafka.offsets import KafkaOffsets
 from streamjoin.spark.engine import BatchOutput, process_batch
 from streamjoin.spark.events import BatchSummary
+from streamjoin.spark.failures import jvm_error
 from streamjoin.spark.hadoop_storage import storage_for
 from streamjoin.spark.heartbeat import Heartbeat
+from streamjoin.spark.kernel import _kernel
 from streamjoin.spark.repartition import Repartitioner, join_partitions
 from streamjoin.spark.sinks import (
     close_transactional_producers,
@@ -201,8 +211,6 @@ class StreamJob:
                           self.kafka, settings.starting_offsets)
             for item in moved
         ]  # fmt: skip
-        if spec.exactly_once:  # a missing marker topic is an error naming it, before any batch
-            self.kafka.partitions([spec.marker_topic])
         self.writer = BatchWriter(spark, spec, settings, storage, self.offset_log.query_id())
         self.heartbeat = Heartbeat(
             self.files, spec.name, self.offset_log.query_id(), str(uuid.uuid4()), spark.sparkContext.uiWebUrl
@@ -238,7 +246,11 @@ class StreamJob:
         """Run batches; returns how many ran. A batch planned before a crash runs again first, unchanged.
 
         :raises CheckpointLockedError: another driver runs on this checkpoint (or took it over meanwhile).
+        :raises KernelMissingError: the kernel's jar is not on the classpath (terminal, before any batch).
+        :raises MissingTopicError: a topic the job writes does not exist (terminal, before any batch).
         """
+        _kernel(self.spark)
+        check_output_topics(self.kafka, self.spec)
         self.lease.acquire()
         stop = threading.Event()
         renewer = threading.Thread(target=self._renew, args=(stop,), name="streamjoin-lease", daemon=True)
@@ -344,6 +356,54 @@ class StreamJob:
         return True
 
 
+def output_topics(spec: PipelineSpec) -> dict[str, str]:
+    """The topics the job writes, each with its role."""
+    topics = {spec.dead_letter_topic: "dead letters"}
+    if spec.output.topic:
+        topics[spec.output.topic] = "join output"
+    if spec.aggregate is not None and spec.aggregate.output.topic:
+        topics[spec.aggregate.output.topic] = "aggregate output"
+    if spec.exactly_once:
+        topics[spec.marker_topic] = "batch markers of exactly-once delivery"
+    return topics
+
+
+def check_output_topics(kafka: KafkaOffsets, spec: PipelineSpec) -> None:
+    """Every topic the job writes exists. Without this check each write task of the first batch would wait
+    for the missing topic's metadata (60 s), fail, and the job restart forever.
+
+    :raises MissingTopicError: a topic does not exist (terminal: it must be created)
+    :raises TopicProvisionError: the connection may not describe it (terminal: grant it)
+    :raises KafkaUnavailableError: no answer from the cluster (transient)
+    """
+    where = kafka.cluster.describe()
+    for topic, role in sorted(output_topics(spec).items()):
+        try:
+            info = kafka.admin.list_topics(topic=topic, timeout=kafka.timeout).topics.get(topic)
+        except KafkaException as exc:
+            wait = f"{kafka.timeout:g} s"
+            raise KafkaUnavailableError(f"no metadata for `{topic}` from {where} within {wait}: {exc}") from exc
+        code = None if info is None or info.error is None else info.error.code()
+        if info is None or code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise MissingTopicError(topic, role, where)
+        if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            raise TopicProvisionError(topic, "describe", f"{info.error}: grant the connection's user access to it")
+        if code is not None:
+            raise KafkaUnavailableError(f"topic `{topic}` at {where}: {info.error}")
+
+
 def run_stream(spark: SparkSession, spec: PipelineSpec, settings: JobSettings) -> int:
-    """Run the pipeline's streaming join until stopped (or, available-now, until caught up)."""
-    return StreamJob(spark, spec, settings).run()
+    """Run the pipeline's streaming join until stopped (or, available-now, until caught up).
+
+    A failure in Spark's JVM is raised as a :class:`~streamjoin.core.errors.JvmError` whose kind (terminal or
+    transient) its Java class decides (:func:`~streamjoin.spark.failures.jvm_error`).
+    """
+    try:
+        return StreamJob(spark, spec, settings).run()
+    except StreamJoinError:
+        raise
+    except Exception as exc:
+        mapped = jvm_error(exc)
+        if mapped is None:
+            raise
+        raise mapped from exc

@@ -129,7 +129,10 @@ class SuperviseStreamJoinOperator(SpecLineageMixin, _PipelineOperator):
             where = (driver.driver_id or f"pid {driver.pid}") if driver else "?"
             self.log.info("%s runs (%s): watching it", spec.name, where)
         elif files.intent() == "redeploy" or not self._meant_down(files):
-            self._start(spec, kafka, files, restart=files.driver() is not None and files.intent() != "redeploy")
+            restart = files.driver() is not None and files.intent() != "redeploy"
+            if restart:  # it died while no owner watched: of an error a restart cannot fix?
+                self._give_up_if_terminal(spec, files, files.supervisor(), files.run_failure())
+            self._start(spec, kafka, files, restart=restart)
         return self._watch(spec, kafka, files)
 
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
@@ -172,23 +175,13 @@ class SuperviseStreamJoinOperator(SpecLineageMixin, _PipelineOperator):
         """The driver died: give up at once on a terminal failure (the task fails and alerts, naming it);
         after a transient one, wait out the backoff before the restart (True: still waiting)."""
         failure = files.run_failure()
-        driver = files.driver()
-        log = driver.log if driver and driver.log else files.checkpoint / "driver.log"
         if (failure is None or failure.transient) and record.restart_after is None:
             refused = self._refused()  # a password revoked under a running job: to it, the broker went away
             if refused is not None:
                 cause = failure.describe() if failure is not None else "no error recorded"
                 failure = replace(refused, message=f"{refused.message} (the job itself died of: {cause})")
+        self._give_up_if_terminal(spec, files, record, failure)
         now = time.time()
-        if failure is not None and not failure.transient:
-            record.gave_up_at, record.restart_after = now, None
-            record.last = Assessment("failed", failure.describe(), {}, now)
-            files.save_supervisor(record)
-            raise StreamJobFailure(
-                f"{spec.name}: the job stopped on an error a restart cannot fix: {failure.describe()}. Not "
-                f"restarting: fix the cause, then redeploy (DAG streamjoin_stop_redeploy with redeploy); "
-                f"driver log {log}"
-            )
         due = record.restart_after
         if not may_restart(record.restarts, now, self.policy):
             return False  # a crash loop: no point waiting before giving up
@@ -205,6 +198,24 @@ class SuperviseStreamJoinOperator(SpecLineageMixin, _PipelineOperator):
         record.restart_after = None
         files.save_supervisor(record)
         return False
+
+    def _give_up_if_terminal(
+        self, spec: PipelineSpec, files: PipelineFiles, record: SupervisorRecord, failure: JobFailure | None
+    ) -> None:
+        """A terminal failure: give up (no restart until a redeploy) and fail the task, alerting, naming it."""
+        if failure is None or failure.transient:
+            return
+        driver = files.driver()
+        log = driver.log if driver and driver.log else files.checkpoint / "driver.log"
+        now = time.time()
+        record.gave_up_at, record.restart_after = now, None
+        record.last = Assessment("failed", failure.describe(), {}, now)
+        files.save_supervisor(record)
+        raise StreamJobFailure(
+            f"{spec.name}: the job stopped on an error a restart cannot fix: {failure.describe()}. Not "
+            f"restarting: fix the cause, then redeploy (DAG streamjoin_stop_redeploy with redeploy); "
+            f"driver log {log}"
+        )
 
     def _refused(self) -> JobFailure | None:
         """The Kafka connection refused now (a revoked password, an untrusted certificate) as a terminal failure,

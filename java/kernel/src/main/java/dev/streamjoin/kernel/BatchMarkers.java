@@ -12,6 +12,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 /**
@@ -57,15 +58,23 @@ final class BatchMarkers {
         long deadline = System.nanoTime() + READ_TIMEOUT.toNanos();
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(config)) {
             consumer.assign(List.of(partition));
-            long begin = consumer.beginningOffsets(List.of(partition), READ_TIMEOUT).get(partition);
-            long upTo = consumer.endOffsets(List.of(partition), READ_TIMEOUT).get(partition);  // the stable end
+            long begin;
+            long upTo;
+            try {
+                begin = consumer.beginningOffsets(List.of(partition), READ_TIMEOUT).get(partition);
+                upTo = consumer.endOffsets(List.of(partition), READ_TIMEOUT).get(partition);  // the stable end
+            } catch (TimeoutException e) {
+                throw new TransientKernelException("the offsets of " + topic + " (the pipeline's marker topic) for "
+                        + "task " + task + " did not come within " + READ_TIMEOUT.toSeconds() + " s: " + e.getMessage()
+                        + " (a restart can help once the broker answers)", e);
+            }
             for (long window = FIRST_WINDOW; upTo > begin; window *= 4) {
                 long from = Math.max(begin, upTo - window);
                 Marker found = Marker.NONE;
                 consumer.seek(partition, from);
                 while (consumer.position(partition) < upTo) {
                     if (System.nanoTime() > deadline) {
-                        throw new IllegalStateException("reading the markers of task " + task + " on " + topic
+                        throw new TransientKernelException("reading the markers of task " + task + " on " + topic
                                 + " took over " + READ_TIMEOUT.toSeconds() + " s (a restart can help)");
                     }
                     for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {

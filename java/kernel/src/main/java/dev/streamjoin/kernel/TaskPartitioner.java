@@ -20,8 +20,10 @@ final class TaskPartitioner extends Partitioner {
     public int getPartition(Object key) {
         int partition = (Integer) key;
         if (partition < 0 || partition >= partitions) {
-            throw new IllegalArgumentException("record of Kafka partition " + partition
-                    + " but the pipeline has " + partitions + " partitions (kafka.partitions in the spec)");
+            throw new TerminalKernelException("a record of Kafka partition " + partition + " but the pipeline has "
+                    + partitions + " partitions (kafka.partitions in the spec): an input topic has more partitions "
+                    + "than the spec says; a person must act: set kafka.partitions to the topics' count and "
+                    + "reprocess from a new checkpoint, or give the topic the spec's count");
         }
         return partition;
     }

@@ -59,7 +59,9 @@ public final class Templates {
         for (Attribute wanted : CollectionConverters.asJava(leaf.output())) {
             Attribute found = source.output().find(a -> a.name().equals(wanted.name()))
                     .getOrElse(() -> {
-                        throw new IllegalArgumentException("the batch's rows have no column " + wanted.name());
+                        throw new TerminalKernelException("the batch's rows have no column " + wanted.name()
+                                + " (they have " + source.schema().simpleString() + "): the program was built for "
+                                + "other rows; a person must act: this is a streamjoin defect, report it");
                     });
             renamed.add(new Alias(found, wanted.name(), wanted.exprId(), wanted.qualifier(), Option.empty(),
                     emptySeq()));

@@ -92,7 +92,7 @@ final class TransactionalTask implements VoidFunction<Iterator<InternalRow>>, Se
                 producer.flush();  // the task's records on the broker, in its open transaction
                 PRODUCERS.remove(cacheKey);
                 producer.close(Duration.ZERO);  // as a killed process leaves it: no abort
-                throw new IllegalStateException("test fault " + fault + ": the task died mid-transaction");
+                throw new TransientKernelException("test fault " + fault + ": the task died mid-transaction");
             }
             producer.send(BatchMarkers.record(markerTopic, task, new BatchMarkers.Marker(query, batch, tasks)));
             producer.commitTransaction();
@@ -101,7 +101,7 @@ final class TransactionalTask implements VoidFunction<Iterator<InternalRow>>, Se
                 Runtime.getRuntime().halt(137);
             }
             if (fault.equals("after_commit:" + batch + ":" + task)) {
-                throw new IllegalStateException("test fault " + fault + ": the task died after its commit");
+                throw new TransientKernelException("test fault " + fault + ": the task died after its commit");
             }
         } catch (RuntimeException e) {
             drop(cacheKey);  // a graceful close aborts an open transaction; a retry starts a fresh producer
@@ -113,7 +113,7 @@ final class TransactionalTask implements VoidFunction<Iterator<InternalRow>>, Se
     private boolean committedBefore(int task) {
         BatchMarkers.Marker marker = BatchMarkers.read(new HashMap<String, Object>(settings), markerTopic, task, query);
         if (marker.batch() == batch && marker.tasks() != tasks) {
-            throw new IllegalStateException("pipeline " + pipeline + ": batch " + batch + " was written by "
+            throw new TerminalKernelException("pipeline " + pipeline + ": batch " + batch + " was written by "
                     + marker.tasks() + " tasks and runs again in " + tasks + ": its Kafka output cannot be kept "
                     + "exactly once (a person must act: reprocess the affected days)");
         }

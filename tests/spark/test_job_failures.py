@@ -1,0 +1,174 @@
+"""A job's failure says whether a restart can help, across the JVM border: the streaming job's entry point
+(``jobs/stream_join.py``'s ``main``) runs against the test broker, fails, and records its failure
+(``failure.json``) and exit code. Terminal (a person must act, the owner never restarts): the kernel's jar
+missing, an output topic missing, a record of a partition the pipeline does not have (the kernel's
+``TerminalKernelException`` inside a failed Spark job). Transient (a restart may help): the kernel's
+``TransientKernelException`` in a write task. In this process's Spark session (the entry point's
+``build_session`` returns it), except the missing jar: a spark-submit job without the kernel's jar."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+import uuid
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+from confluent_kafka import Producer
+
+from streamjoin.core.job_files import EXIT_TERMINAL, EXIT_TRANSIENT, JobFailure, PipelineFiles
+from streamjoin.core.plans import KERNEL_JAR, PROJECT_HOME, connector_jars
+from streamjoin.core.spec import PipelineSpec, parse_spec
+from streamjoin.core.topic_plan import plan_topics
+from streamjoin.kafka.admin import delete_topics, ensure_topics
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+FAULT = "streamjoin.kernel.fault"  # TransactionalTask.FAULT
+
+
+@cache
+def _entry() -> ModuleType:
+    """``jobs/stream_join.py`` as a module (the file spark-submit runs)."""
+    found = importlib.util.spec_from_file_location("stream_join_job", PROJECT_HOME / "jobs" / "stream_join.py")
+    assert found is not None and found.loader is not None
+    module = importlib.util.module_from_spec(found)
+    found.loader.exec_module(module)
+    return module
+
+
+def _spec(tmp_path: Path, *, partitions: int = 1, exactly_once: bool = False) -> tuple[PipelineSpec, Path]:
+    """A stream-table left join with topic names of its own, written to ``spec.yaml``."""
+    suffix = uuid.uuid4().hex[:8]
+    text = {"format": "string"}
+    data = {
+        "name": f"failing_{suffix}",
+        "kafka": {"partitions": partitions, "replication_factor": 1},
+        "inputs": {
+            "views": {"topic": f"views-{suffix}", "role": "stream", "key": text, "value": text},
+            "users": {"topic": f"users-{suffix}", "role": "table", "key": text, "value": text},
+        },
+        "join": {"shape": "stream-table", "kind": "left", "left": "views", "right": "users"},
+        "output": {"topic": f"enriched-{suffix}", "delivery": "exactly_once" if exactly_once else "at_least_once"},
+        "dead_letter_topic": f"dlq-{suffix}",
+    }
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return parse_spec(data, str(path)), path
+
+
+def _run(spark: Any, spec_path: Path, bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    """The job's entry point in this process (its session is this one); returns its exit code."""
+    entry = _entry()
+    monkeypatch.setattr(entry, "build_session", lambda *args, **kwargs: spark)
+    return int(entry.main(["--spec", str(spec_path), "--bootstrap", bootstrap, "--checkpoint",
+                           str(tmp_path / "ck"), "--home", str(tmp_path), "--available-now"]))  # fmt: skip
+
+
+def _failure(tmp_path: Path) -> JobFailure:
+    failure = PipelineFiles(tmp_path / "ck").failure()
+    assert failure is not None, "the job recorded no failure"
+    return failure
+
+
+def _produce(bootstrap: str, topic: str, partition: int, records: int = 1) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    now = int(time.time() * 1000)
+    for n in range(records):
+        producer.produce(topic, key=f"u{n}".encode(), value=b"/home", partition=partition, timestamp=now + n)
+    assert producer.flush(30) == 0
+
+
+def _cleanup(bootstrap: str, spec: PipelineSpec) -> None:
+    delete_topics({"bootstrap.servers": bootstrap}, plan_topics(spec).names, timeout=15)
+
+
+def test_a_missing_output_topic_is_terminal_at_start(
+    spark: Any, kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec, path = _spec(tmp_path)
+    assert spec.output.topic is not None
+    plan = plan_topics(spec)
+    others = tuple(t for t in plan.topics if t.name != spec.output.topic)
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, dataclasses.replace(plan, topics=others))
+    try:
+        code = _run(spark, path, kafka_bootstrap, tmp_path, monkeypatch)
+    finally:
+        _cleanup(kafka_bootstrap, spec)
+    failure = _failure(tmp_path)
+    assert (code, failure.error, failure.transient) == (EXIT_TERMINAL, "MissingTopicError", False), failure
+    assert f"topic '{spec.output.topic}' (join output) does not exist" in failure.message
+    assert "provision_topics" in failure.message  # what to do
+    assert PipelineFiles(tmp_path / "ck").status() is None  # no batch ran
+
+
+def test_a_record_of_a_partition_the_pipeline_does_not_have_is_terminal(
+    spark: Any, kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inputs have 3 partitions, the spec says 2: the kernel's task partitioner refuses partition 2's record
+    in a task; Spark fails the job with a SparkException whose cause is the kernel's TerminalKernelException."""
+    spec, path = _spec(tmp_path, partitions=2)
+    plan = plan_topics(spec)
+    inputs = {i.topic for i in spec.inputs.values()}
+    wider = tuple(dataclasses.replace(t, partitions=3) if t.name in inputs else t for t in plan.topics)
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, dataclasses.replace(plan, topics=wider))
+    try:
+        _produce(kafka_bootstrap, spec.left.topic, partition=2)
+        code = _run(spark, path, kafka_bootstrap, tmp_path, monkeypatch)
+    finally:
+        _cleanup(kafka_bootstrap, spec)
+    failure = _failure(tmp_path)
+    assert (code, failure.error, failure.transient) == (EXIT_TERMINAL, "JvmError", False), failure
+    assert failure.message.startswith(
+        "dev.streamjoin.kernel.TerminalKernelException: a record of Kafka partition 2 but the pipeline has 2"
+    ), failure.message
+    assert "set kafka.partitions" in failure.message  # what to do
+
+
+def test_a_transient_kernel_failure_in_a_write_task_is_transient(
+    spark: Any, kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Exactly-once delivery; the write task of batch 0 dies in its transaction (the kernel's test fault, a
+    TransientKernelException): the job exits transient, and a restart from the checkpoint would run it again."""
+    spec, path = _spec(tmp_path, exactly_once=True)
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, plan_topics(spec))
+    system = spark.sparkContext._jvm.java.lang.System
+    system.setProperty(FAULT, "mid_transaction:0:0")
+    try:
+        _produce(kafka_bootstrap, spec.left.topic, partition=0)
+        code = _run(spark, path, kafka_bootstrap, tmp_path, monkeypatch)
+    finally:
+        system.clearProperty(FAULT)
+        _cleanup(kafka_bootstrap, spec)
+    failure = _failure(tmp_path)
+    assert (code, failure.error, failure.transient) == (EXIT_TRANSIENT, "JvmError", True), failure
+    assert failure.message.startswith("dev.streamjoin.kernel.TransientKernelException: test fault"), failure.message
+
+
+def test_a_job_without_the_kernel_jar_is_terminal_at_start(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """spark-submit without the kernel's jar in --jars: the job stops before any batch, terminal, and says to
+    build the jar; it never says a restart may help."""
+    _, path = _spec(tmp_path)
+    jars = [j for j in connector_jars() if not j.endswith(KERNEL_JAR.name)]
+    assert len(jars) < len(connector_jars())
+    command = [
+        str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]", "--jars", ",".join(jars),
+        "--conf", "spark.ui.enabled=false", str(PROJECT_HOME / "jobs" / "stream_join.py"), "--spec", str(path),
+        "--bootstrap", kafka_bootstrap, "--checkpoint", str(tmp_path / "ck"), "--home", str(tmp_path),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})  # fmt: skip
+    printed = done.stdout + done.stderr  # spark-submit passes the Python process's stderr on to its stdout
+    failure = _failure(tmp_path)
+    assert (done.returncode, failure.error, failure.transient) == (EXIT_TERMINAL, "KernelMissingError", False), (
+        printed[-3000:]
+    )
+    assert "run `make setup`" in failure.message and str(KERNEL_JAR) in failure.message
+    assert "a person must act before a restart" in printed and "may help" not in printed
