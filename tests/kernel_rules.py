@@ -37,6 +37,8 @@ from streamjoin.core.shapes import ROLE_RANK, Kind, Role, Shape
 from streamjoin.core.spec import Format, PipelineSpec, parse_spec
 
 MAIN_CLASS = "dev.streamjoin.kernel.LocalKernel"
+#: the kernel jar whose rules run here (another build's, to try a mutation of the rules without touching the project's)
+RULES_JAR = Path(os.environ.get("STREAMJOIN_RULES_KERNEL_JAR", str(KERNEL_JAR)))
 SPARK_JARS = Path(pyspark.__file__).parent / "jars"
 #: the whole run (one JVM for every case) takes seconds; this bounds a wedged JVM
 RUN_TIMEOUT_S = 600
@@ -140,12 +142,12 @@ def _java() -> str:
 
 
 def _run_jvm(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if not KERNEL_JAR.exists():
-        raise KernelRulesError(f"no kernel jar at {KERNEL_JAR}: run `make setup`")
+    if not RULES_JAR.exists():
+        raise KernelRulesError(f"no kernel jar at {RULES_JAR}: run `make setup`")
     with tempfile.TemporaryDirectory(prefix="kernel-rules-") as tmp:
         cases_file, results_file = Path(tmp, "cases.json"), Path(tmp, "results.json")
         cases_file.write_text(json.dumps({"cases": cases}))
-        classpath = f"{KERNEL_JAR}{os.pathsep}{SPARK_JARS}/*"
+        classpath = f"{RULES_JAR}{os.pathsep}{SPARK_JARS}/*"
         command = [_java(), "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath, MAIN_CLASS,
                    str(cases_file), str(results_file)]  # fmt: skip
         try:

@@ -1,0 +1,142 @@
+"""The kernel's per-record rules in one plain JVM (``LocalKernel``: the kernel's own stages, stores in memory, no
+Spark), against the reference engine and Kafka Streams 4.1.1, on every generated case of the differential matrix
+and every scenario:
+
+* in replay's file order (one task) and in the batch ordering rule over three co-partitioned partitions, cut into
+  batches of 1 to 4 records along the processing order (state carried between them as a job's stores carry it),
+  the kernel emits exactly what the reference engine emits (each output topic in order; dead letters are the
+  driver's, not the kernel's);
+* per partition, Kafka Streams' ``TopologyTestDriver`` is fed that partition's records (and a global table's) in
+  the same processing order: its output equals the kernel task's, or a documented difference of
+  ``kafka_differences.py`` explains it by its rule (join shapes whose tasks are independent per partition;
+  aggregates and foreign keys cross partitions, so they are compared with Kafka in file order by
+  ``test_matrix_kafka_streams``, against the reference the kernel equals here).
+
+The Spark tier (``tests/spark``) keeps what only Spark shows: the state store, crashes, sinks, several executors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from kafka_differences import classify
+
+from kafka_streams_oracle import kafka_streams_runs
+from kernel_rules import KernelOutput, KernelRun, batch_order_run, file_order_run, kernel_replay, per_topic
+from matrix_cases import MATRIX, Case, Cell, cases
+from scenario_loader import Scenario, load_scenarios
+from streamjoin.core.ordering import processing_order
+from streamjoin.core.reference import ReferenceEngine
+from streamjoin.core.shapes import Role, Shape
+
+pytestmark = pytest.mark.kafka_streams
+
+SCENARIOS = load_scenarios()
+PARTITIONS = 3
+#: cells whose tasks are independent per partition (no aggregate, no foreign key): compared with Kafka per task
+PER_TASK = [cell for cell in MATRIX if cell.agg is None and cell.shape is not Shape.TABLE_TABLE_FK]
+
+
+def _runs(spec: Any, functions: Any, records: Any, seed: int, max_batch: int) -> tuple[KernelRun, KernelRun]:
+    return (
+        file_order_run(spec, functions, records),
+        batch_order_run(spec, functions, records, partitions=PARTITIONS, seed=seed, max_batch=max_batch),
+    )
+
+
+@pytest.fixture(scope="module")
+def matrix() -> dict[str, list[tuple[Case, KernelRun, KernelOutput]]]:
+    """Per cell, each case's two runs (file order, batch order) and what the kernel emitted, from one JVM run."""
+    every = [case for cell in MATRIX for case in cases(cell)]
+    runs = [run for case in every for run in _runs(*case.spec(), case.records, case.seed, 4)]
+    outputs = kernel_replay(runs)
+    out: dict[str, list[tuple[Case, KernelRun, KernelOutput]]] = {}
+    for index, (run, output) in enumerate(zip(runs, outputs, strict=True)):
+        case = every[index // 2]
+        out.setdefault(case.cell.id, []).append((case, run, output))
+    return out
+
+
+def _expected(run: KernelRun) -> Any:
+    engine = ReferenceEngine(run.spec, run.functions)
+    return engine.replay(run.records) if run.file_order else engine.replay_batch(run.records)
+
+
+def _differs(run: KernelRun, output: KernelOutput, expected: Any) -> str | None:
+    """Why the kernel's output is not the expected one (None: it is)."""
+    how = "file order" if run.file_order else f"{len(run.batches)} batches over {PARTITIONS} partitions"
+    if output.error is not None:
+        return f"{how}: the kernel failed:\n{output.error[:3000]}"
+    want, got = per_topic(run.spec, expected), per_topic(run.spec, output.emitted)
+    if want != got:
+        records = "\n".join(f"  [{r.partition}:{r.offset}] {r.topic} {r.key}={r.value}@{r.ts}" for r in run.records)
+        return f"{how}:\n{records}\nreference: {want}\nkernel:    {got}"
+    return None
+
+
+@pytest.mark.parametrize("cell", MATRIX, ids=str)
+def test_the_kernels_rules_equal_the_reference(cell: Cell, matrix: dict[str, Any]) -> None:
+    differing = []
+    for case, run, output in matrix[cell.id]:
+        why = _differs(run, output, _expected(run))
+        if why is not None:
+            differing.append(f"seed {case.seed} ({'versioned' if case.versioned else 'plain'}), {why}")
+    assert not differing, f"{cell}: {len(differing)} runs differ from the reference; the first:\n" + differing[0]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=str)
+def test_every_scenario_on_the_kernels_rules(scenario: Scenario) -> None:
+    """Each scenario in file order gives its expected changelog; over three partitions in one-record batches, the
+    reference's answer for that processing order."""
+    runs = _runs(scenario.spec, None, scenario.inputs, 0, 1)
+    outputs = kernel_replay(list(runs))
+    why = _differs(runs[0], outputs[0], scenario.expected)
+    assert why is None, f"{scenario.name}: {why}"
+    why = _differs(runs[1], outputs[1], _expected(runs[1]))
+    assert why is None, f"{scenario.name}: {why}"
+
+
+def _task_case(case: Case, run: KernelRun, task: int) -> Case:
+    """The case as Kafka Streams' task ``task`` sees it: its partition's records (and a global table's), in the
+    run's processing order, as one partition."""
+    spec = run.spec
+    mine = [r for r in run.records if r.partition == task or spec.input_by_topic(r.topic)[1].role is Role.GLOBAL_TABLE]
+    ordered = processing_order(mine, spec)
+    return replace(case, records=tuple(replace(r, partition=0, offset=i) for i, r in enumerate(ordered)))
+
+
+@pytest.fixture(scope="module")
+def per_task(matrix: dict[str, Any]) -> list[tuple[Case, list[Any], Any]]:
+    """For each per-task cell's batch-order runs, each task's case, the kernel task's join results and what Kafka
+    Streams emitted for that case (one JVM for all)."""
+    items = []
+    for cell in PER_TASK:
+        for case, run, output in matrix[cell.id]:
+            if run.file_order or output.error is not None:
+                continue
+            for task in range(PARTITIONS):
+                mine = [row for row, t in zip(output.emitted, output.tasks, strict=True) if t == task]
+                items.append((_task_case(case, run, task), mine))
+    kafka = kafka_streams_runs([(c.spec()[0], c.records, c.spec()[1]) for c, _ in items])
+    return [(c, mine, k) for (c, mine), k in zip(items, kafka, strict=True)]
+
+
+def test_each_kernel_task_equals_kafka_streams_task(per_task: list[tuple[Case, list[Any], Any]]) -> None:
+    """A kernel task's results are the reference's for its partition's records, and Kafka Streams' task given
+    the same records in the same order emits the same, or a documented difference explains it."""
+    assert len(per_task) == len(PER_TASK) * 60 * PARTITIONS
+    differing, unexplained = [], []
+    for case, mine, kafka in per_task:
+        spec, functions = case.spec()
+        reference = ReferenceEngine(spec, functions).replay(case.records)
+        if per_topic(spec, mine) != per_topic(spec, reference):
+            differing.append(f"{case}\nreference: {per_topic(spec, reference)}\nkernel task: {per_topic(spec, mine)}")
+        verdict = classify(case, kafka)
+        if verdict.unexplained:
+            unexplained.append(verdict.detail)
+    assert not differing, f"{len(differing)} kernel tasks differ from the reference; the first:\n{differing[0]}"
+    assert not unexplained, f"{len(unexplained)} tasks differ from Kafka Streams, unexplained; the first:\n" + (
+        unexplained[0]
+    )
