@@ -12,9 +12,10 @@ import org.apache.spark.unsafe.types.UTF8String;
 /**
  * Table-table joins (inner, left, outer): the per-record rules of {@code core/semantics/table_table.py}. Each
  * side keeps its latest value per key in the task's store ({@link TaskState#TABLE} the right's,
- * {@link TaskState#LEFT_TABLE} the left's); a versioned side keeps a deleted key's last ts too, and ignores
- * an update older than it. Every applied update of key k emits at most one result for k, at the max of its
- * ts and the other side's value's ts (its own ts when the other side has none):
+ * {@link TaskState#LEFT_TABLE} the left's); a versioned side refuses an update older than its store's observed
+ * time - history retention ({@link ObservedTimes}), keeps a deleted key's last ts too, and ignores an update
+ * older than it. Every applied update of key k emits at most one result for k, at the max of its ts and the
+ * other side's value's ts (its own ts when the other side has none):
  *
  * <ul>
  *   <li>inner: nothing while the other side is absent; else the pair, or a tombstone for a delete;
@@ -38,12 +39,31 @@ final class TableTableRules implements Rules {
     private final Kind kind;
     private final boolean versionedLeft;
     private final boolean versionedRight;
+    /** A versioned side's history retention (ms); null: a plain table (or, deprecated, one that refuses nothing). */
+    private final Long leftHistory;
+    private final Long rightHistory;
 
+    TableTableRules(Layout layout, Kind kind, Long leftHistory, Long rightHistory) {
+        this.layout = layout;
+        this.kind = kind;
+        this.versionedLeft = leftHistory != null;
+        this.versionedRight = rightHistory != null;
+        this.leftHistory = leftHistory;
+        this.rightHistory = rightHistory;
+    }
+
+    /**
+     * Versioned sides that refuse no update (the rule before Kafka's expired-put rule was adopted): only until
+     * the callers pass the history retention ({@link JoinPlan#leftHistory}, {@link JoinPlan#rightHistory}).
+     */
+    @Deprecated
     TableTableRules(Layout layout, Kind kind, boolean versionedLeft, boolean versionedRight) {
         this.layout = layout;
         this.kind = kind;
         this.versionedLeft = versionedLeft;
         this.versionedRight = versionedRight;
+        this.leftHistory = null;
+        this.rightHistory = null;
     }
 
     @Override
@@ -54,6 +74,7 @@ final class TableTableRules implements Rules {
 
     @Override
     public void apply(int task, List<Event> ordered, TaskState state, Consumer<InternalRow> emit) {
+        ObservedTimes observed = new ObservedTimes(state);
         for (Event event : ordered) {
             InternalRow row = event.row;
             UTF8String key = row.getUTF8String(layout.key);
@@ -61,6 +82,10 @@ final class TableTableRules implements Rules {
             boolean isLeft = event.stream(layout);
             int thisSide = isLeft ? TaskState.LEFT_TABLE : TaskState.TABLE;
             boolean versioned = isLeft ? versionedLeft : versionedRight;
+            Long history = isLeft ? leftHistory : rightHistory;
+            if (observed.refuses(isLeft ? "left" : "right", event.partition, event.ts, history)) {
+                continue;  // older than the side's store time - history retention
+            }
             UnsafeRow before = state.get(thisSide, name);
             if (versioned && before != null && event.ts < before.getLong(TS)) {
                 continue;  // history only: older than the key's latest version on this side
@@ -106,5 +131,6 @@ final class TableTableRules implements Rules {
             emit.accept(Results.update(task, event, layout, key, tombstone ? null : left, tombstone ? null : right,
                     ts, tombstone));
         }
+        observed.write();
     }
 }

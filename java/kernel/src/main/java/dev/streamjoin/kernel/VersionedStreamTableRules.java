@@ -8,8 +8,10 @@ import org.apache.spark.sql.types.StructType;
 
 /**
  * Stream-table join, versioned table, optional grace: the per-record rules of
- * {@code core/semantics/stream_table.py}. Every table record (a tombstone too) is a version at its ts;
- * table time is the max ts of table records. A stream record is joined as of its own ts ({@link Versions}).
+ * {@code core/semantics/stream_table.py}. A table record (a tombstone too) older than {@code table time -
+ * retention} is refused, as Kafka's {@code RocksDBVersionedStore} refuses it; every other one is a version at
+ * its ts; table time is the max ts of the table records taken. A stream record is joined as of its own ts
+ * ({@link Versions}).
  * With a grace, buffer time is the max ts of stream records: a record older than {@code buffer time -
  * grace} is joined at once, else held ({@link GraceBuffer}); then every held record at or before that is
  * released in (ts, key bytes, arrival) order and joined as of its ts against the table as it is now, its
@@ -50,6 +52,9 @@ final class VersionedStreamTableRules implements Rules {
         for (Event event : ordered) {
             InternalRow row = event.row;
             if (!event.stream(layout)) {
+                if (tableTime != null && event.ts < tableTime - retention) {
+                    continue;  // refused: not stored
+                }
                 tableTime = tableTime == null ? event.ts : Math.max(tableTime, event.ts);
                 String key = row.getUTF8String(layout.key).toString();
                 Versions versions = Versions.read(state, key, layout.rightType);
