@@ -192,3 +192,77 @@ def test_a_driver_dead_of_a_terminal_failure_while_no_owner_watched_is_not_resta
     record = files.supervisor()
     assert record.gave_up_at is not None and record.restarts == []
     assert record.last is not None and "TerminalKernelException" in record.last.reason
+
+
+class _JavaClass:
+    """What py4j gives for a Java class: its name and superclass (enough for ``jvm_error``)."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = names
+
+    def getName(self) -> str:  # py4j: the Java method's name
+        return self.names[0]
+
+    def getSuperclass(self) -> _JavaClass | None:
+        return _JavaClass(*self.names[1:]) if len(self.names) > 1 else None
+
+
+class _Java:
+    """A Java throwable as py4j presents it."""
+
+    def __init__(self, classes: tuple[str, ...], message: str, cause: _Java | None = None) -> None:
+        self.classes, self.message, self.cause = classes, message, cause
+
+    def getClass(self) -> _JavaClass:
+        return _JavaClass(*self.classes, "java.lang.Throwable", "java.lang.Object")
+
+    def getMessage(self) -> str:
+        return self.message
+
+    def getCause(self) -> _Java | None:
+        return self.cause
+
+
+class _Py4JJavaError(Exception):
+    def __init__(self, java: _Java) -> None:
+        super().__init__("An error occurred while calling o42.join")
+        self.java_exception = java
+
+
+SPARK = ("org.apache.spark.SparkException", "java.lang.Exception")
+ABORTED = "Job aborted due to stage failure: Task 1 in stage 3.0 failed 4 times, most recent failure: Lost task 1.3: "
+
+
+@pytest.mark.parametrize(
+    ("java", "transient", "named"),
+    [
+        # a task's exception Spark could not send back: only its description names it
+        (_Java(SPARK, ABORTED + "dev.streamjoin.kernel.TerminalKernelException: batch 3 was written by 2 tasks\n\tat"),
+         False, "dev.streamjoin.kernel.TerminalKernelException: batch 3 was written by 2 tasks"),
+        # executors without the kernel's jar
+        (_Java(SPARK, ABORTED + "...", _Java(("java.lang.ClassNotFoundException",),
+                                              "dev.streamjoin.kernel.KernelTask")),
+         False, "run `make setup`"),
+        (_Java(SPARK, ABORTED + "...", _Java(("org.apache.kafka.common.errors.TopicAuthorizationException",
+                                               "org.apache.kafka.common.errors.AuthorizationException"), "out-topic")),
+         False, "grant the Kafka connection's user"),
+        # not known to be permanent: transient, naming the root cause
+        (_Java(SPARK, ABORTED + "...", _Java(("org.apache.kafka.common.errors.TimeoutException",),
+                                              "Topic out not present in metadata after 60000 ms")),
+         True, "org.apache.kafka.common.errors.TimeoutException: Topic out not present in metadata"),
+    ],
+)  # fmt: skip
+def test_a_jvm_failure_is_classified_by_its_java_class(java: _Java, transient: bool, named: str) -> None:
+    from streamjoin.spark.failures import jvm_error
+
+    assert jvm_error(RuntimeError("the batch failed")) is None  # no Java exception behind it
+    try:
+        try:
+            raise _Py4JJavaError(java)
+        except _Py4JJavaError as exc:
+            raise RuntimeError("while writing batch 7") from exc  # found behind a Python exception too
+    except RuntimeError as outer:
+        error = jvm_error(outer)
+    assert error is not None and error.transient is transient
+    assert named in str(error)
+    assert JobFailure.of(error).exit_code == (EXIT_TRANSIENT if transient else EXIT_TERMINAL)
