@@ -23,6 +23,7 @@ from typing import Any
 
 from streamjoin.core.records import Emitted, Record
 from streamjoin.core.reference import ReferenceEngine
+from streamjoin.core.semantics.common import hashable
 from streamjoin.core.shapes import SHAPES, Kind, Role, Shape
 from streamjoin.core.spec import PipelineSpec, parse_spec
 
@@ -207,7 +208,7 @@ FEATURES = {
     "joined": "a join result with both sides",
     "left-only": "a join result (l, null)",
     "right-only": "a join result (null, r)",
-    "tombstone-in": "a tombstone on a table input",
+    "tombstone-in": "a tombstone on a table input that the engine applied (it changed the key's table state)",
     "tombstone-out": "a tombstone join result",
     "null-key-joined": "a stream record without a key joined with null (KIP-962)",
     "null-key-right-joined": "a right stream record without a key joined with null (outer, KIP-962)",
@@ -221,7 +222,7 @@ FEATURES = {
     "retraction": "a table result replacing or deleting one that counted in an aggregate",
     "out-of-order-emitted": "a record older than stream time that emitted a join result",
     "late": "a record further behind stream time than the window+grace (stream-stream) or the history "
-    "(versioned) that the join processed",
+    "(versioned) that the join processed (not a dead letter: joined, emitted, stored or refused by its rule)",
     "late-emitted": "such a late record that emitted a join result",
     "long-left-joined": "a join result of a long-left/string-right spec",
     "string-left-joined": "a join result of a string-left/long-right spec",
@@ -235,18 +236,45 @@ def _late_margin(case: Case) -> int | None:
     return HISTORY if case.versioned else None
 
 
+def _table_entry(engine: ReferenceEngine, record: Record) -> Any:
+    """The engine's state for ``record``'s key on ``record``'s table side (a copy): a record changed it
+    iff the engine applied the record."""
+    hkey = hashable(record.key)
+    left = record.topic == engine.spec.left.topic
+    if engine.shape is Shape.TABLE_TABLE_FK:
+        fk = engine._fk
+        if left:
+            row = fk.left.get(hkey)
+            return (None if row is None else (row.value, row.fk), fk.left_versions.latest_ts.get(hkey))
+        return (fk.right.get(hkey), fk.right_versions.latest_ts.get(hkey))
+    if engine.shape is Shape.STREAM_GLOBALTABLE:
+        table = engine._global
+    else:
+        state = engine._tasks.get(record.partition)
+        if state is None:
+            return None
+        if engine.shape is Shape.TABLE_TABLE:
+            side = state.left if left else state.right
+            return (side.values.get(hkey), side.latest_ts.get(hkey))
+        table = state.table
+    return (table.latest.get(hkey), [(v.ts, v.value) for v in table.versions.get(hkey, [])])
+
+
 def features(case: Case) -> set[str]:
-    """What the reference engine did with ``case`` in file order (one record at a time)."""
+    """What the reference engine did with ``case`` in file order (one record at a time): what it emitted,
+    dead-lettered and applied to its state, by its own clock."""
     spec, functions = case.spec()
     engine = ReferenceEngine(spec, functions=functions)
     found: set[str] = set()
-    stream_time: int | None = None
     contributes: dict[Any, bool] = {}  # result key -> its current result counts in an aggregate
     margin = _late_margin(case)
     for record in case.records:
-        out = engine.process(record)
         role = spec.input_by_topic(record.topic)[1].role
-        if role is not Role.STREAM and record.value is None and record.key is not None:
+        table = role is not Role.STREAM and record.key is not None
+        before = _table_entry(engine, record) if table else None
+        stream_time = engine.stream_time.get(record.partition)
+        out = engine.process(record)
+        if table and record.value is None and _table_entry(engine, record) != before:
             found.add("tombstone-in")
         joins = [row for row in out if row.topic == "out"]
         dead = [row for row in out if row.topic == spec.dead_letter_topic]
@@ -263,8 +291,6 @@ def features(case: Case) -> set[str]:
                 found.add("late")
                 if joins:
                     found.add("late-emitted")
-        if role is not Role.GLOBAL_TABLE and processed:
-            stream_time = record.ts if stream_time is None else max(stream_time, record.ts)
         if case.cell.agg is not None and SHAPES[case.cell.shape].table_result:
             for row in joins:
                 if contributes.get(row.key) and any(r.topic == "agg" for r in out):

@@ -1,6 +1,6 @@
 """The reference engine equals Kafka Streams 4.1.1 (``TopologyTestDriver``) on every conformance scenario.
 
-All 37 scenarios go through one JVM (``tests/kafka_streams_oracle.py``): ~2 s of CPU, ~3 s of wall time.
+All scenarios go through one JVM (``tests/kafka_streams_oracle.py``): ~2 s of CPU, ~3 s of wall time.
 Compared: each output topic's records in order (join results, aggregate updates); dead letters are
 streamjoin's own (Kafka Streams drops those records), so the reference's dead-letter topic is left out, and
 every input record, dead-lettered or not, is given to Kafka Streams. A deliberate difference is listed in
