@@ -1,10 +1,11 @@
 """A job's failure says whether a restart can help, across the JVM border: the streaming job's entry point
 (``jobs/stream_join.py``'s ``main``) runs against the test broker, fails, and records its failure
 (``failure.json``) and exit code. Terminal (a person must act, the owner never restarts): the kernel's jar
-missing, an output topic missing, a record of a partition the pipeline does not have (the kernel's
-``TerminalKernelException`` inside a failed Spark job). Transient (a restart may help): the kernel's
-``TransientKernelException`` in a write task. In this process's Spark session (the entry point's
-``build_session`` returns it), except the missing jar: a spark-submit job without the kernel's jar."""
+missing, an output topic missing, a record of a partition the pipeline does not have, a batch run again in
+another task count than its markers say (the last two: the kernel's ``TerminalKernelException`` inside a
+failed Spark job). Transient (a restart may help): the kernel's ``TransientKernelException`` in a write task.
+In this process's Spark session (the entry point's ``build_session`` returns it), except the missing jar: a
+spark-submit job without the kernel's jar."""
 
 from __future__ import annotations
 
@@ -132,6 +133,33 @@ def test_a_record_of_a_partition_the_pipeline_does_not_have_is_terminal(
     assert "set kafka.partitions" in failure.message  # what to do
 
 
+def test_a_batch_written_by_another_task_count_is_terminal(
+    spark: Any, kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Exactly-once delivery: the markers say an earlier driver of this checkpoint wrote batch 0 in 7 tasks and
+    died before its commit; this driver runs batch 0 again in fewer: its output cannot be kept exactly once."""
+    spec, path = _spec(tmp_path, exactly_once=True)
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, plan_topics(spec))
+    query = tmp_path / "ck" / "query" / "metadata"  # the checkpoint's query id, as OffsetLog writes it
+    query.parent.mkdir(parents=True)
+    query.write_text('{"id": "earlier-query"}\n')
+    try:
+        _produce(kafka_bootstrap, spec.left.topic, partition=0)
+        producer = Producer({"bootstrap.servers": kafka_bootstrap})
+        for task in range(7):  # BatchMarkers.record: key task-<t>, value "<query> <batch> <tasks>"
+            producer.produce(spec.marker_topic, key=f"task-{task}".encode(), value=b"earlier-query 0 7", partition=0)
+        assert producer.flush(30) == 0
+        code = _run(spark, path, kafka_bootstrap, tmp_path, monkeypatch)
+    finally:
+        _cleanup(kafka_bootstrap, spec)
+    failure = _failure(tmp_path)
+    assert (code, failure.error, failure.transient) == (EXIT_TERMINAL, "JvmError", False), failure
+    assert failure.message.startswith(
+        f"dev.streamjoin.kernel.TerminalKernelException: pipeline {spec.name}: batch 0 was written by 7 tasks"
+    ), failure.message
+    assert "reprocess the affected days" in failure.message  # what to do
+
+
 def test_a_transient_kernel_failure_in_a_write_task_is_transient(
     spark: Any, kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -167,8 +195,7 @@ def test_a_job_without_the_kernel_jar_is_terminal_at_start(kafka_bootstrap: str,
                           env={**os.environ, "PYSPARK_PYTHON": sys.executable})  # fmt: skip
     printed = done.stdout + done.stderr  # spark-submit passes the Python process's stderr on to its stdout
     failure = _failure(tmp_path)
-    assert (done.returncode, failure.error, failure.transient) == (EXIT_TERMINAL, "KernelMissingError", False), (
-        printed[-3000:]
-    )
+    kind = (done.returncode, failure.error, failure.transient)
+    assert kind == (EXIT_TERMINAL, "KernelMissingError", False), printed[-3000:]
     assert "run `make setup`" in failure.message and str(KERNEL_JAR) in failure.message
     assert "a person must act before a restart" in printed and "may help" not in printed
