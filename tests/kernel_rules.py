@@ -267,26 +267,32 @@ class _Adapter:
             else:
                 rights.setdefault(hashable(record.key), []).append(record.value)
                 all_rights.append(record.value)
-        cross = self.spec.join.shape in (Shape.STREAM_GLOBALTABLE, Shape.TABLE_TABLE_FK)
+        join = self.spec.join
+        cross = join.shape in (Shape.STREAM_GLOBALTABLE, Shape.TABLE_TABLE_FK)
+        left_only = [None] if join.kind is not Kind.INNER else []
         combos = []
         for hkey, (key, values) in lefts.items():
             found = all_rights if cross else rights.get(hkey, [])
-            combos += [(key, left, right) for left in values for right in [*found, None]]
-        for hkey, values in rights.items():
-            key = next((r.key for r in self.run.records if hashable(r.key) == hkey), None)
-            combos += [(key, None, right) for right in values]
+            combos += [(key, left, right) for left in values for right in [*found, *left_only]]
+        if join.kind is Kind.OUTER:
+            for hkey, values in rights.items():
+                key = next(r.key for r in self.run.records if hashable(r.key) == hkey)
+                combos += [(key, None, right) for right in values]
         entries: dict[tuple[Any, ...], list[Any]] = {}
         key_format = self.spec.left.key.format
         for key, left, right in combos:
             entry_key = (self._key_text(key, key_format), _text(left), _text(right))
             if entry_key in entries:
                 continue
-            value = self._joined(key, left, right)
-            group = engine.group_by(key, value)
-            amount: Any = 1
-            if group is not None and not engine.counting:
-                assert engine.value_of is not None
-                amount = engine.value_of(key, value)
+            try:  # an over-approximated pair the spec's functions cannot take is one no result carries
+                value = self._joined(key, left, right)
+                group = engine.group_by(key, value)
+                amount: Any = 1
+                if group is not None and not engine.counting:
+                    assert engine.value_of is not None
+                    amount = engine.value_of(key, value)
+            except (TypeError, KeyError, AttributeError):
+                continue
             entries[entry_key] = [*entry_key, None if group is None else str(group),
                                   None if amount is None or group is None else str(int(amount))]  # fmt: skip
         return list(entries.values())
