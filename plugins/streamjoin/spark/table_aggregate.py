@@ -10,13 +10,15 @@ t1       o1: {product: pen}       pen: 1
 t2       o2: {product: pen}       pen: 2
 t3       o1: {product: ink}       pen: 1 (o1's old value subtracted), then ink: 1 (new added)
 t4       o2: tombstone            pen: 0 (a tombstone only subtracts)
+t5       o1: {product: ink}       ink: 1 (o1 stays in ink: one update, old subtracted, new added)
 =======  =======================  ==============================================================
 
 Each result key's previous value is kept. A result first subtracts the previous value from its old
-group (emitting that group's new total), then adds the new value to its new group (emitting again),
-even when both groups are the same. ``count`` counts rows, ``sum`` adds ``value``. An output's ts is
-the largest ts the group has seen. A result whose group (or, for ``sum``, amount) is null is a dead
-letter (``null-group``/``null-amount``) and, like a tombstone, only subtracts.
+group (emitting that group's new total), then adds the new value to its new group (emitting again);
+when both groups are the same it emits once (KIP-904, as Kafka Streams 3.5+). ``count`` counts rows,
+``sum`` adds ``value``. An output's ts is the largest ts the group has seen. A result whose group (or,
+for ``sum``, amount) is null is a dead letter (``null-group``/``null-amount``) and, like a tombstone,
+only subtracts.
 
 Here the results are staged for the kernel (``Kernel.tableAggregate``): the join task that owns a result's
 key keeps its previous contribution; the group's task keeps the totals.

@@ -1,4 +1,7 @@
-"""Windowed stream-stream joins (inner, left, outer), one record at a time, as Kafka Streams 3.7+/4.x.
+"""Windowed stream-stream joins (inner, left, outer), one record at a time, as Kafka Streams 4.1, except
+that held non-joined results are emitted as soon as their window closes (Kafka's scan skips and stops
+early, delaying some: ``held-non-joined``) and a dead-lettered record moves no clock (Kafka advances its
+time first: ``dropped-record-time``); both are listed in ``docs/SEMANTICS.md``.
 
 Window ``before = after = 10 s``, grace 0, left join (views left, clicks right); stream time is the max
 ``ts`` seen by the task over both inputs, advanced before the record is processed:
