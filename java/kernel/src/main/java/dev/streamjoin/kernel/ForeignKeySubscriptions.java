@@ -39,7 +39,7 @@ final class ForeignKeySubscriptions implements
     private final int tasks;
     private final boolean inner;
     private final boolean versionedLeft;
-    /** A versioned side's history retention (ms); null: a plain table (or, deprecated, one that refuses nothing). */
+    /** A versioned side's history retention (ms); null: a plain table. */
     private final Long leftHistory;
     private final Long rightHistory;
 
@@ -54,24 +54,6 @@ final class ForeignKeySubscriptions implements
         this.versionedLeft = leftHistory != null;
         this.leftHistory = leftHistory;
         this.rightHistory = rightHistory;
-    }
-
-    /**
-     * Versioned sides that refuse no update (the rule before Kafka's expired-put rule was adopted): only until
-     * the callers pass the history retention ({@link JoinPlan#leftHistory}, {@link JoinPlan#rightHistory}).
-     */
-    @Deprecated
-    ForeignKeySubscriptions(Layout layout, TaskStores stores, long version, boolean fileOrder, int tasks,
-            boolean inner, boolean versionedLeft) {
-        this.layout = layout;
-        this.stores = stores;
-        this.version = version;
-        this.fileOrder = fileOrder;
-        this.tasks = tasks;
-        this.inner = inner;
-        this.versionedLeft = versionedLeft;
-        this.leftHistory = null;
-        this.rightHistory = null;
     }
 
     static StructType valueSchema(Layout layout) {

@@ -56,7 +56,7 @@ public final class Kernel {
             StoreAdapter foreign = new StoreAdapter(session, checkpoint, StoreAdapter.FOREIGN);
             rows = byTask
                     .mapPartitionsWithIndex(new ForeignKeySubscriptions(layout, joinStores, version, fileOrder, tasks,
-                            plan.inner(), plan.leftHistory != null), true)
+                            plan.inner(), plan.leftHistory, plan.rightHistory), true)
                     .mapToPair(message -> message)
                     .partitionBy(new TaskPartitioner(tasks))
                     .mapPartitionsWithIndex(new ForeignKeyJoin(layout, foreign, version, plan.inner(),

@@ -115,7 +115,7 @@ public final class LocalKernel {
             runTasks(byTask, task::call, results);
         } else {
             ForeignKeySubscriptions subscriptions = new ForeignKeySubscriptions(layout, stores.get(StoreAdapter.JOIN),
-                    version, fileOrder, tasks, plan.inner(), plan.leftHistory != null);
+                    version, fileOrder, tasks, plan.inner(), plan.leftHistory, plan.rightHistory);
             List<Tuple2<Integer, ForeignKeyMessage>> messages = new ArrayList<>();
             runTasks(byTask, subscriptions::call, messages);
             ForeignKeyJoin join = new ForeignKeyJoin(layout, stores.get(StoreAdapter.FOREIGN), version, plan.inner(),

@@ -54,7 +54,7 @@ final class Shapes {
             "stream-globaltable", new Entry(INNER_LEFT,
                     new OneStage((plan, layout) -> new StreamTableRules(layout, plan.inner()), false)),
             "table-table", new Entry(ALL_KINDS, new OneStage((plan, layout) -> new TableTableRules(layout,
-                    TableTableRules.Kind.valueOf(plan.kind), plan.leftHistory != null, plan.rightHistory != null),
+                    TableTableRules.Kind.valueOf(plan.kind), plan.leftHistory, plan.rightHistory),
                     true)),
             "stream-stream", new Entry(ALL_KINDS, new OneStage((plan, layout) -> new StreamStreamRules(layout,
                     StreamStreamRules.Kind.valueOf(plan.kind), plan.before, plan.after, plan.grace, plan.longKeys),

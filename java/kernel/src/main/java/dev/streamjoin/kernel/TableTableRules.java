@@ -39,7 +39,7 @@ final class TableTableRules implements Rules {
     private final Kind kind;
     private final boolean versionedLeft;
     private final boolean versionedRight;
-    /** A versioned side's history retention (ms); null: a plain table (or, deprecated, one that refuses nothing). */
+    /** A versioned side's history retention (ms); null: a plain table. */
     private final Long leftHistory;
     private final Long rightHistory;
 
@@ -50,20 +50,6 @@ final class TableTableRules implements Rules {
         this.versionedRight = rightHistory != null;
         this.leftHistory = leftHistory;
         this.rightHistory = rightHistory;
-    }
-
-    /**
-     * Versioned sides that refuse no update (the rule before Kafka's expired-put rule was adopted): only until
-     * the callers pass the history retention ({@link JoinPlan#leftHistory}, {@link JoinPlan#rightHistory}).
-     */
-    @Deprecated
-    TableTableRules(Layout layout, Kind kind, boolean versionedLeft, boolean versionedRight) {
-        this.layout = layout;
-        this.kind = kind;
-        this.versionedLeft = versionedLeft;
-        this.versionedRight = versionedRight;
-        this.leftHistory = null;
-        this.rightHistory = null;
     }
 
     @Override
