@@ -1,10 +1,10 @@
 """The join plan: what the kernel (``java/kernel``) runs for a pipeline, built once from its spec.
 
 It crosses the Python/JVM border as one JSON object (``Kernel.plan``), where the kernel's ``JoinPlan.parse``
-checks it against its own registry of shapes, store names, column layouts and summary format before the first
-batch: a shape either side does not have, or any of those facts on which the two sides disagree, stops the job
-at its start (a person must act), naming it. The Spark driver (``spark/kernel.py``) and the rule tests without
-Spark (``tests/kernel_rules.py``) send the same plan.
+checks it against its own registry of shapes, store names, column layouts, summary format and undecodable
+dead-letter reasons before the first batch: a shape either side does not have, or any of those facts on which the
+two sides disagree, stops the job at its start (a person must act), naming it. The Spark driver
+(``spark/kernel.py``) and the rule tests without Spark (``tests/kernel_rules.py``) send the same plan.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ RESULT_COLUMNS = ("key", "left", "right", "ts", "matched", "tomb_out", "__sub", 
                   "src_offset", "__task", "__pos", "__input", "__partition", "__offset")  # fmt: skip
 #: a line of the kernel's batch summary (``spark/events.summary_from_text`` reads it), tab-separated
 SUMMARY_COLUMNS = ("topic", "partition", "side", "rows", "rejected", "max_ts")
+#: how every undecodable record's dead-letter reason starts (``undecodable-key: ...``): unlike the other dead
+#: letters, such a record does not move its partition's time (the kernel's batch order and summary read it)
+UNDECODABLE = "undecodable"
 
 #: the shapes the kernel runs, with the stores their join keeps (the kernel's ``Shapes`` is the twin)
 KERNEL_SHAPES: dict[Shape, tuple[str, ...]] = {
@@ -73,6 +76,9 @@ class JoinPlan:
     decoded_columns: tuple[str, ...] = DECODED_COLUMNS
     result_columns: tuple[str, ...] = RESULT_COLUMNS
     summary_columns: tuple[str, ...] = SUMMARY_COLUMNS
+    undecodable_prefix: str = UNDECODABLE
+    #: this side's registry (:data:`KERNEL_SHAPES`): the kernel's must name the same shapes
+    shapes: tuple[str, ...] = tuple(sorted(shape.value for shape in KERNEL_SHAPES))
 
     @classmethod
     def of(cls, spec: PipelineSpec) -> JoinPlan:

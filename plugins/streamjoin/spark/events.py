@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from streamjoin.core.join_plan import UNDECODABLE
 from streamjoin.core.shapes import ROLE_RANK
 from streamjoin.core.spec import Format, Kind, PipelineSpec, Role, Shape
 from streamjoin.spark.projection import key_selector
@@ -127,7 +128,7 @@ def decode_key(is_left: Column, spec: PipelineSpec) -> tuple[Column, Column]:
             ok = F.length(raw) == 8
             error = F.when(
                 raw.isNotNull() & ~ok,
-                F.concat(F.lit("undecodable-key: long needs 8 bytes, got "), F.length(raw).cast("string")),
+                F.concat(F.lit(f"{UNDECODABLE}-key: long needs 8 bytes, got "), F.length(raw).cast("string")),
             )
             keys.append((F.when(ok, F.conv(F.hex(raw), 16, -10)), error))
         else:
@@ -183,7 +184,7 @@ def summarize(batch: DataFrame) -> BatchSummary:
     """Summarise a decoded batch (best cached first: this runs a job over it)."""
     # as in Kafka Streams, a record that deserializes moves partition time even when the join then skips it
     # (null-key, null-value); an undecodable one (dropped inside the RecordQueue) does not
-    good_ts = F.when(F.col("reason").isNull() | ~F.col("reason").startswith("undecodable"), F.col("ts"))
+    good_ts = F.when(F.col("reason").isNull() | ~F.col("reason").startswith(UNDECODABLE), F.col("ts"))
     rows = (
         batch.groupBy("topic", "__partition", "side")
         .agg(F.count(F.lit(1)).alias("rows"), F.count("reason").alias("rejected"), F.max(good_ts).alias("max_ts"))

@@ -9,6 +9,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from streamjoin.core.join_plan import UNDECODABLE
 from streamjoin.core.spec import FieldType, Format, Serde
 
 _SPARK_TYPES: dict[FieldType, T.DataType] = {
@@ -40,7 +41,7 @@ def decode(raw: Column, serde: Serde) -> tuple[Column, Column]:
         ok = F.length(raw) == 8
         error = F.when(
             raw.isNotNull() & ~ok,
-            F.concat(F.lit("undecodable-value: long needs 8 bytes, got "), F.length(raw).cast("string")),
+            F.concat(F.lit(f"{UNDECODABLE}-value: long needs 8 bytes, got "), F.length(raw).cast("string")),
         )
         return F.when(ok, signed), error
     struct_type = spark_type(serde)
@@ -53,7 +54,9 @@ def decode(raw: Column, serde: Serde) -> tuple[Column, Column]:
     value = F.when(~bad & raw.isNotNull(), F.struct(*[parsed[f.name].alias(f.name) for f in struct_type.fields]))
     error = F.when(
         bad,
-        F.concat(F.lit("undecodable-value: not JSON matching the schema: "), F.substring(raw.cast("string"), 1, 200)),
+        F.concat(
+            F.lit(f"{UNDECODABLE}-value: not JSON matching the schema: "), F.substring(raw.cast("string"), 1, 200)
+        ),
     )
     return value, error
 

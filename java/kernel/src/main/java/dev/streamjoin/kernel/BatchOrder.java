@@ -18,6 +18,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  */
 final class BatchOrder {
     static final long GLOBAL_EFF = -(1L << 60);
+    /** How an undecodable record's dead-letter reason starts (the driver's plan must say the same). */
+    static final String UNDECODABLE = "undecodable";
 
     private BatchOrder() {}
 
@@ -36,7 +38,7 @@ final class BatchOrder {
             Long running = clocks.get(entry.getKey());
             for (Event event : queue) {
                 UTF8String reason = event.row.isNullAt(layout.reason) ? null : event.row.getUTF8String(layout.reason);
-                if (reason == null || !reason.toString().startsWith("undecodable")) {
+                if (reason == null || !reason.toString().startsWith(UNDECODABLE)) {
                     running = running == null ? event.ts : Math.max(running, event.ts);
                 }
                 if (reason != null) {

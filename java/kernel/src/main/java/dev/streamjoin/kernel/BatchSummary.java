@@ -20,7 +20,7 @@ final class BatchSummary extends AccumulatorV2<InternalRow, String> {
     private static final long serialVersionUID = 1L;
     /** A line's fields, in order (the driver's plan must name the same). */
     static final List<String> COLUMNS = List.of("topic", "partition", "side", "rows", "rejected", "max_ts");
-    private static final UTF8String UNDECODABLE = UTF8String.fromString("undecodable");
+    private static final UTF8String UNDECODABLE = UTF8String.fromString(BatchOrder.UNDECODABLE);
     private static final int ROWS = 0;
     private static final int REJECTED = 1;
     private static final int MAX_TS = 2;

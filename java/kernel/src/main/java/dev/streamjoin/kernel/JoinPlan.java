@@ -13,7 +13,8 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  * A pipeline's join as the kernel runs it: the one object that crosses the Python/JVM border, built once from
  * the spec by Python's {@code core/join_plan.py} and read here from its JSON. It carries the shape and kind, the
  * windows and grace, the versioned sides' history retention, the key encoding, the aggregate after the join,
- * the stores a batch commits and the column layouts and summary format both sides agree on; {@link #parse}
+ * the stores a batch commits, and the facts both sides must agree on: the column layouts, the summary format, how
+ * an undecodable record's dead-letter reason starts and the registry of shapes; {@link #parse}
  * refuses a plan this kernel does not run the same way, naming what differs.
  */
 public final class JoinPlan implements Serializable {
@@ -63,7 +64,8 @@ public final class JoinPlan implements Serializable {
         try {
             plan = JSON.readTree(json);
         } catch (JsonProcessingException e) {
-            throw new IllegalArgumentException("the join plan is not JSON: " + e.getOriginalMessage(), e);
+            throw new TerminalKernelException("the join plan is not JSON (the driver and the kernel jar come from "
+                    + "different builds: run `make setup`): " + e.getOriginalMessage());
         }
         JoinPlan parsed = new JoinPlan(plan);
         if (parsed.partitions < 1) {
@@ -73,6 +75,9 @@ public final class JoinPlan implements Serializable {
         parsed.agree("decoded columns", strings(plan.path("decoded_columns")), Layout.INPUT);
         parsed.agree("result columns", strings(plan.path("result_columns")), Layout.OUTPUT);
         parsed.agree("summary columns", strings(plan.path("summary_columns")), BatchSummary.COLUMNS);
+        parsed.agree("undecodable dead-letter reason prefix", List.of(plan.path("undecodable_prefix").asText()),
+                List.of(BatchOrder.UNDECODABLE));
+        parsed.agree("join shapes", strings(plan.path("shapes")), Shapes.names().stream().sorted().toList());
         return parsed;
     }
 
@@ -92,9 +97,9 @@ public final class JoinPlan implements Serializable {
         return kind.equals("INNER");
     }
 
-    /** This plan refused for {@code why}, naming the pipeline; a person must change the spec or the build. */
-    IllegalArgumentException refused(String why) {
-        return new IllegalArgumentException("pipeline " + pipeline + ": the kernel cannot run its join plan: " + why);
+    /** This plan refused for {@code why}, naming the pipeline: a person must change the spec or the build. */
+    TerminalKernelException refused(String why) {
+        return new TerminalKernelException("pipeline " + pipeline + ": the kernel cannot run its join plan: " + why);
     }
 
     private void agree(String what, List<String> python, List<String> kernel) {
@@ -107,7 +112,8 @@ public final class JoinPlan implements Serializable {
     private static String text(JsonNode plan, String field) {
         JsonNode node = plan.path(field);
         if (!node.isTextual()) {
-            throw new IllegalArgumentException("the join plan has no " + field + ": " + plan);
+            throw new TerminalKernelException("the join plan has no " + field + " (the driver and the kernel jar come "
+                    + "from different builds: run `make setup`): " + plan);
         }
         return node.asText();
     }
