@@ -71,7 +71,8 @@ public final class Kernel {
      * group is a dead letter, which the caller writes) reducer tasks keyed by group keep the totals; after a
      * table-producing join ({@code table_aggregate.kernel_staged_table_results}: {@link TableAggregateChanges#INPUT};
      * a tombstone or dead-lettered result has a null group) a stage keyed by the join's task ({@code __task}) first
-     * turns each result into a subtraction from its key's previous group and an addition to its new one. Its rows
+     * turns each result into a subtraction from its key's previous group and an addition to its new one (one change,
+     * the difference, when the group stays the same: KIP-904). Its rows
      * are the aggregate's updates, each group's in one partition in emission order; parameters as {@link #join}.
      */
     public static KernelBatch aggregate(SparkSession session, Dataset<Row> staged, JoinPlan plan, String checkpoint,
