@@ -186,12 +186,15 @@ def _kafka_conn(bootstrap: str) -> str:
 
 
 def _assert_day_and_outputs(spec: Any, kafka_bootstrap: str) -> tuple[str, list[tuple[str, Any, Any, int]]]:
-    """The demo's day passed its check (rows, Data Docs), and the output topics hold what the reference engine
-    emits for the sample (per key, in order, with the records' times). Returns the day and the records."""
+    """The demo's day passed its check (rows, Data Docs; a left join of a stream on a table: completeness, the
+    check having counted the sample's left records with a value on the topic), and the output topics hold what
+    the reference engine emits for the sample (per key, in order, with the records' times). Returns the day and
+    the records."""
+    from streamjoin.airflow.operators.publish_day import counts_left_records
     from streamjoin.core.backfill import DAY_MS, day_start_ms
     from streamjoin.core.codec import decode
     from streamjoin.demo.report import latest_check
-    from streamjoin.demo.sample import DEMO_BEFORE_DAY_END_MS
+    from streamjoin.demo.sample import DEMO_BEFORE_DAY_END_MS, demo_records
     from streamjoin.kafka.clients import consume_all
     from streamjoin.quality.results import data_docs_file
 
@@ -200,6 +203,10 @@ def _assert_day_and_outputs(spec: Any, kafka_bootstrap: str) -> tuple[str, list[
     assert check.row_count and check.row_count > 0
     docs = data_docs_file(check.data_docs_url)
     assert docs is not None and docs.is_file()
+    if counts_left_records(spec):
+        left = [r for r in demo_records(spec) if r.topic == spec.left.topic and r.value is not None]
+        complete = check.outcome("left_records_complete")
+        assert complete.success and complete.observed == len(left) > 0, complete
 
     base = day_start_ms(date.fromisoformat(check.day)) + DAY_MS - DEMO_BEFORE_DAY_END_MS
     sinks = [spec.output] + ([spec.aggregate.output] if spec.aggregate else [])

@@ -1,10 +1,12 @@
 """The shipped DAGs run for real (``dag.test()`` in a subprocess, the test broker, loopback alert sinks).
 
 * ``streamjoin_backfill_<pipeline>`` on a day that breaks an expectation: the sensor passes on the topics'
-  watermark, the day is reprocessed (staged), ``check_quality`` fails, the pipeline's webhook and SMTP
-  destinations (its spec's ``alerts:``) each get the alert, the day is quarantined, no asset event;
-  ``streamjoin_reprocess`` with the status page's conf: still quarantined, the same files, alerted again,
-  no asset event; with ``force``: published, ``_FORCED.json`` records it, the asset event says ``forced``.
+  watermark, the day is reprocessed (staged), ``check_quality`` fails (the match rate, and completeness: the
+  check counted the day's clicks on the topic, one of which is a dead letter), the pipeline's webhook and SMTP
+  destinations (its spec's ``alerts:``) each get the alert, the day is quarantined (its enriched and its
+  aggregate output alike), no asset event; ``streamjoin_reprocess`` with the status page's conf: still
+  quarantined, the same files in both outputs, alerted again, no asset event; with ``force``: both published,
+  ``_FORCED.json`` records it, the asset event says ``forced``.
   Cost: three spark-submit runs and three in-task GX checks in one Python process (~2-3 min on 2 cores); the
   checks' Spark session and GX start while the first Spark job runs (steps with ``checks``), not after it.
 * ``streamjoin_stop_redeploy``: the stop marker it writes stops a running driver (a stand-in process that
@@ -40,6 +42,8 @@ BASE_URL = "http://airflow.test:8080"
 LOGS = PROJECT_HOME / "var" / "test-logs"  # the runs' whole logs, kept after the test (pytest's tmp dirs rotate)
 DAY = datetime.now(UTC).date() - timedelta(days=3)  # recent: within the broker's retention
 USERS = [f"u{n:02d}" for n in range(12)]
+#: the blocking checks the bad day fails
+FAILED = ["match_rate", "left_records_complete"]
 
 RUN = (
     """
@@ -53,6 +57,13 @@ from airflow.utils.session import create_session
 """
     + WARM_CHECKS
     + """
+
+def look(path):  # a day directory's file names and its quarantine marker (None, None: no such directory)
+    day = Path(path) if path else None
+    if day is None or not day.is_dir():
+        return None, None
+    marker = day / "_QUARANTINED"
+    return sorted(p.name for p in day.iterdir()), json.loads(marker.read_text()) if marker.exists() else None
 
 dags, steps = sys.argv[1], json.loads(sys.argv[2])
 if any(step.get("checks") for step in steps):
@@ -68,14 +79,13 @@ for step in steps:
     with create_session() as session:
         events = session.query(AssetEvent).filter(AssetEvent.source_run_id == run.run_id).all()
         extras = [{"asset": e.asset.name, **(e.extra or {})} for e in events]
-    day = Path(step["day_path"]) if step.get("day_path") else None
-    files = sorted(p.name for p in day.iterdir()) if day and day.is_dir() else None
-    marker = day / "_QUARANTINED" if day else None
-    quarantine = json.loads(marker.read_text()) if marker and marker.exists() else None
+    files, quarantine = look(step.get("day_path"))
+    aggregate_files, aggregate_quarantine = look(step.get("aggregate_path"))
     tasks = {f"{ti.task_id}[{ti.map_index}]": str(ti.state) for ti in run.get_task_instances()}
     print("STEP " + json.dumps({"dag_id": dag.dag_id, "run_id": run.run_id, "state": str(run.state),
-                                "tasks": tasks, "events": extras, "files": files,
-                                "quarantine": quarantine}), flush=True)
+                                "tasks": tasks, "events": extras, "files": files, "quarantine": quarantine,
+                                "aggregate_files": aggregate_files,
+                                "aggregate_quarantine": aggregate_quarantine}), flush=True)
 """
 )
 
@@ -127,7 +137,8 @@ def pipeline(tmp_path: Path, topic_factory: Callable[[str], str]) -> Iterator[tu
 
 
 def _produce_bad_day(spec: Any, bootstrap: str) -> None:
-    """A day whose region table knows 2 of 12 users (match rate ~0.17, the suite wants 0.85), then a click
+    """A day whose region table knows 2 of 12 users (match rate ~0.17, the suite wants 0.85), 48 clicks and a
+    49th that cannot be read (a dead letter: the day's output lacks it, so it is not complete), then a click
     of every user two hours after the day (every partition's watermark past day end + 1 h lateness)."""
     from streamjoin.core.codec import encode
     from streamjoin.core.spec import Format
@@ -141,6 +152,7 @@ def _produce_bad_day(spec: Any, bootstrap: str) -> None:
     rows = [(spec.right.topic, u.encode(), encode("europe", Format.STRING), start - 60_000, []) for u in USERS[:2]]
     for n in range(48):  # a click every 30 min
         rows.append((spec.left.topic, USERS[n % 12].encode(), encode(1, Format.LONG), start + n * 1_800_000, []))
+    rows.append((spec.left.topic, USERS[0].encode(), b"\x01\x02\x03", start + 1_000, []))  # not an 8-byte long
     for u in USERS:
         rows.append((spec.left.topic, u.encode(), encode(1, Format.LONG), start + DAY_MS + 7_200_000, []))
     produce_records(bootstrap, rows)
@@ -161,6 +173,7 @@ def test_a_day_that_breaks_an_expectation_is_quarantined_alerted_and_published_o
     spec, pipelines = pipeline
     _produce_bad_day(spec, kafka_bootstrap)
     day = str(partition_path(spec.output.files.path, DAY))
+    aggregate = str(partition_path(spec.aggregate.output.files.path, DAY))  # the day's other output
     next_midnight = datetime(DAY.year, DAY.month, DAY.day, tzinfo=UTC) + timedelta(days=1)
     # what the status page's "Reprocess day" sends (streamjoin.airflow.actions.action_request)
     page_conf = {"pipeline": spec.name, "start": DAY.isoformat(), "end": DAY.isoformat(), "overwrite": True,
@@ -168,11 +181,11 @@ def test_a_day_that_breaks_an_expectation_is_quarantined_alerted_and_published_o
     steps = [
         # the scheduled run of the day: its data interval [DAY, DAY + 1) ends at the next midnight
         {"file": "streamjoin_backfill.py", "dag_id": f"streamjoin_backfill_{spec.name}", "day_path": day,
-         "logical_date": next_midnight.isoformat(), "checks": True},
+         "aggregate_path": aggregate, "logical_date": next_midnight.isoformat(), "checks": True},
         {"file": "streamjoin_reprocess.py", "dag_id": "streamjoin_reprocess", "conf": page_conf, "day_path": day,
-         "checks": True},
+         "aggregate_path": aggregate, "checks": True},
         {"file": "streamjoin_reprocess.py", "dag_id": "streamjoin_reprocess", "conf": {**page_conf, "force": True},
-         "day_path": day, "checks": True},
+         "day_path": day, "aggregate_path": aggregate, "checks": True},
     ]  # fmt: skip
     with smtp_sink() as smtp, http_sink() as http:
         env = {
@@ -192,24 +205,35 @@ def test_a_day_that_breaks_an_expectation_is_quarantined_alerted_and_published_o
     assert backfill["files"] is not None, context
     assert "_QUARANTINED" in backfill["files"] and any(f.endswith(".parquet") for f in backfill["files"])
     marker = backfill["quarantine"]
-    assert marker is not None and marker["reason"] == "blocking checks failed: match_rate"
+    assert marker is not None and marker["reason"] == "blocking checks failed: match_rate, left_records_complete"
     assert f"stream watermark {DAY + timedelta(days=1)} 02:00:00 UTC" in log, context
+    # the day's aggregate is quarantined with it: swapped in only beside the same marker
+    assert backfill["aggregate_files"] is not None, context
+    assert any(f.endswith(".parquet") for f in backfill["aggregate_files"])
+    assert backfill["aggregate_quarantine"] == marker, backfill["aggregate_files"]
 
     # reprocessed from the page's conf: still quarantined, the same files, no asset event
     assert again["tasks"]["day.check_quality[0]"] == "failed" and again["state"] == "failed", context
     assert again["files"] == backfill["files"] and again["events"] == []
     assert again["quarantine"] is not None and "_FORCED.json" not in again["files"]
+    assert again["aggregate_files"] == backfill["aggregate_files"] and again["aggregate_quarantine"] == marker
 
     # with force: published, recorded, the asset event says so
     assert forced["tasks"]["day.check_quality[0]"] == "success" and forced["state"] == "success", context
     assert "_QUARANTINED" not in forced["files"] and "_FORCED.json" in forced["files"] and read_quarantine(day) is None
+    assert forced["aggregate_quarantine"] is None and "_QUARANTINED" not in forced["aggregate_files"]
+    assert any(f.endswith(".parquet") for f in forced["aggregate_files"]), forced["aggregate_files"]
+    assert forced["aggregate_files"] != backfill["aggregate_files"]  # the new computation, swapped in with it
     record = read_forced(LocalStorage(), day)
-    assert record is not None and record["failed"] == ["match_rate"] and record["dag_id"] == "streamjoin_reprocess"
+    assert record is not None and record["failed"] == FAILED and record["dag_id"] == "streamjoin_reprocess"
     assert record["run_id"] == forced["run_id"]
     assert forced["events"] == [{"asset": f"streamjoin_{spec.name}_daily", "pipeline": spec.name,
                                  "day": DAY.isoformat(), "path": day, "forced": True}]  # fmt: skip
     result = read_check_result(day)
     assert result is not None and not result.success and result.partition_path == day
+    # completeness: the check counted the day's 49 clicks on the topic; 48 have their output
+    complete = result.outcome("left_records_complete")
+    assert not complete.success and complete.observed == 48 and "the 49 left input records" in complete.description
 
     # one alert per failed check on each destination: the backfill's and the reprocess run's, none after force
     assert [(r["json"]["dag_id"], r["json"]["event"]) for r in http.requests] == [
@@ -217,11 +241,11 @@ def test_a_day_that_breaks_an_expectation_is_quarantined_alerted_and_published_o
         ("streamjoin_reprocess", "streamjoin.quality_failed"),
     ]
     first, second = (r["json"] for r in http.requests)
-    assert first["blocking_failed"] == ["match_rate"] and first["day"] == DAY.isoformat()
+    assert first["blocking_failed"] == FAILED and first["day"] == DAY.isoformat()
     assert first["outcome"].startswith("day quarantined at ") and "nothing republished" in second["outcome"]
     assert first["log_url"].startswith(f"{BASE_URL}/dags/streamjoin_backfill_{spec.name}/runs/")
     assert len(smtp.messages) == 2 and {e[1][0] for e in smtp.envelopes} == {"oncall@example.org"}
-    assert all("quality check failed (match_rate)" in str(m["Subject"]) for m in smtp.messages)
+    assert all(f"quality check failed ({', '.join(FAILED)})" in str(m["Subject"]) for m in smtp.messages)
     assert "streamjoin_reprocess" in SmtpSink.body(smtp.messages[1])
 
 
