@@ -43,7 +43,7 @@ def test_a_shape_missing_from_the_drivers_registry_fails_naming_it(monkeypatch: 
     assert not UnknownShapeError.transient
 
 
-CHANGES = [
+CHANGES: list[tuple[dict[str, Any], str]] = [
     ({"shape": "stream-graph"}, "this kernel has no shape stream-graph"),
     ({"kind": "outer"}, "a stream-table join cannot be outer"),
     ({"stores": ["default", "aggregate", "previous"]}, "the driver's stores [default, aggregate, previous]"),
