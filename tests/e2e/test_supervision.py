@@ -248,8 +248,10 @@ def test_owner_restarts_a_killed_driver_exactly_once_then_stop_and_redeploy(
 def test_owner_alerts_when_lag_stays_above_the_threshold(
     kafka_bootstrap: str, topic_factory: Callable[[str], str], tmp_path: Path, cleanup: list[Path]
 ) -> None:
+    """Batches of at most 100 records; the driver is frozen (SIGSTOP: alive, its status still fresh) once it
+    committed one, so the lag stands still whatever the machine's speed: the event's lag is what the committed
+    offsets leave, the alert comes only after the grace by the trigger's own clock, and the job is not killed."""
     name = f"lag_{topic_factory('n').rsplit('-', 1)[1]}"
-    # one batch of at most 100 records, then a minute before the next: the lag stands still to be measured
     spec_path, topics = write_spec(
         tmp_path / "spec.yaml", name, topic_factory, max_offsets_per_trigger=100, processing_time="60s"
     )
@@ -257,18 +259,32 @@ def test_owner_alerts_when_lag_stays_above_the_threshold(
     provision(kafka_bootstrap, spec_path)
     produce_clicks(kafka_bootstrap, topics["clicks"], 0, 1000)
     files = pipeline_files(load_spec(spec_path))
-    policy = Policy(stale_after=120, lag_threshold=500, lag_grace=3)
+    policy = Policy(stale_after=600, lag_threshold=500, lag_grace=3)
     owner = SuperviseStreamJoinOperator(task_id="own_job", spec_path=str(spec_path), policy=policy, watch=600, poll=1)
     trigger = deferred(lambda: owner.execute({}))
+    driver = files.driver()
+    assert driver is not None
     wait_for(lambda: (s := files.status()) and s.batch_id is not None, 150, "the first throttled batch")
-    event = fire(trigger, 60)
-    processed = len(output_coordinates(spec_path))
-    assert 0 < processed <= 100
-    assert event.event == "lagging" and event.lag == {topics["clicks"]: 1000 - processed, topics["regions"]: 0}
-    assert event.lagging_since is not None and time.time() - event.lagging_since >= 3, event
-    with pytest.raises(StreamJobFailure, match=f"lag {1000 - processed} above 500"):
-        owner.resume({}, event.to_json())
-    assert files.driver_alive()  # an alert, not a kill
+    os.killpg(driver.pgid, signal.SIGSTOP)
+    try:
+        status = files.status()  # frozen from here on: written atomically, by the stopped driver only
+        assert status is not None and status.batch_id is not None
+        committed = {int(p): o for p, o in status.end_offsets[topics["clicks"]].items()}
+        read = sum(committed.values())
+        assert 0 < read <= 100 * (status.batch_id + 1), status  # at most 100 records a batch
+        rows = set(output_coordinates(spec_path))  # every committed record has its row in the files
+        assert {(p, o) for p, end in committed.items() for o in range(end)} <= rows
+        event = fire(trigger, 120)
+        assert event.event == "lagging" and event.state == "lagging", event
+        assert event.lag == {topics["clicks"]: 1000 - read, topics["regions"]: 0}
+        # the alert waited for the grace, by the trigger's own record of when lag crossed the threshold
+        assert event.lagging_since is not None and event.at - event.lagging_since >= policy.lag_grace, event
+        with pytest.raises(StreamJobFailure, match=f"lag {1000 - read} above 500"):
+            owner.resume({}, event.to_json())
+        assert files.driver_alive() and files.driver() == driver  # an alert, not a kill, nor a restart
+        assert files.supervisor().restarts == []
+    finally:
+        os.killpg(driver.pgid, signal.SIGCONT)
     stop_driver(files, timeout=30)
 
 
