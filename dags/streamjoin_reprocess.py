@@ -1,16 +1,20 @@
-"""Reprocess past days of a pipeline from the UI: pick the pipeline and a day range in the trigger form.
+"""Reprocess past days of a pipeline. Keep this DAG unpaused: the Stream jobs pages' "Reprocess" form (Browse >
+Stream jobs > a pipeline) triggers it, and refuses a reversed or future range, or a day already being
+reprocessed, before any run exists. Its own trigger form here works too: pick the pipeline and the days
+(Start, End); Airflow's "Logical Date" there means nothing to it.
 
-The form refuses what it can before a run exists (a known pipeline, both days as YYYY-MM-DD; defaults:
+Airflow's form refuses what it can before a run exists (a known pipeline, both days as YYYY-MM-DD; defaults:
 yesterday and the seed pipeline). ``validate`` then refuses the rest before anything is written: end before
 start, a day not over yet (today or later, UTC), a range Kafka no longer holds, published days without
-``overwrite``, a day another run is reprocessing right now (one at a time per pipeline and day).
+``overwrite``, a day another run is reprocessing right now (one at a time per pipeline and day). Such a
+refusal fails the run with the reason and alerts no one: alerts are for data and jobs.
 
 Per day, ``reprocess_day`` recomputes the day; a pipeline with a quality suite has it staged, and
 ``check_quality`` checks it and publishes it only if it passes, emitting an asset event (extra: pipeline,
 day, path, forced) through the ``streamjoin_daily_partitions`` alias. A failed check alerts and fails the
 run with the check's message; the day already there stays (published, or quarantined). ``force`` publishes
-over a failed check, recorded in the day's ``_FORCED.json``. A day without input records is skipped with a
-warning: nothing is published.
+over a failed check, recorded in the day's ``_FORCED.json`` with who triggered the run and ``reason``. A day
+without input records is skipped with a warning: nothing is published. Each run's note names its days.
 """
 
 from datetime import UTC, datetime, timedelta
@@ -34,9 +38,9 @@ YESTERDAY = (datetime.now(UTC).date() - timedelta(days=1)).isoformat()  # as of 
 def validate(params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Check the form and Kafka's retention; one set of arguments per day."""
     from airflow.sdk import get_current_context
-    from airflow.sdk.exceptions import AirflowFailException
 
     from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
+    from streamjoin.airflow.notifiers import RequestRefused
     from streamjoin.airflow.operators.reprocess import day_lock, retention_facts, run_is_active
     from streamjoin.core.backfill import (
         BackfillError,
@@ -81,33 +85,33 @@ def validate(params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
                     "once it is done"
                 )
     except BackfillError as exc:
-        raise AirflowFailException(f"invalid reprocessing request: {exc}") from None
+        raise RequestRefused(f"invalid reprocessing request: {exc}") from None
     for warning in nondeterminism_warnings(spec):
         print(f"WARNING: not deterministic: {warning}", flush=True)
     files = spec.output.files
     for day in days:
         target = partition_path(resolve(files.path), day) if files else "(no file output)"
         print(f"plan: {spec.name} {day} -> {target}", flush=True)
-    flags = {"dry_run": bool(p.get("dry_run")), "force": bool(p.get("force"))}
+    flags = {"dry_run": bool(p.get("dry_run")), "force": bool(p.get("force")), "reason": str(p.get("reason") or "")}
     return [{"spec_path": spec_path, "day": d.isoformat(), **flags} for d in days]
 
 
 @task_group(group_id="day")
-def reprocess_and_publish(spec_path: str, day: str, dry_run: bool, force: bool) -> None:
+def reprocess_and_publish(spec_path: str, day: str, dry_run: bool, force: bool, reason: str) -> None:
     """One day: recompute it (staged when the pipeline has a quality suite), then check and publish it."""
     staged = ReprocessDayOperator(
         task_id="reprocess_day", spec_path=spec_path, day=day, dry_run=dry_run, kafka_conn_id=KAFKA_CONN_ID,
         outlets=[ALIAS],
     )  # fmt: skip
     staged >> CheckAndPublishDayOperator(
-        task_id="check_quality", spec_path=spec_path, day=day, force=force, dry_run=dry_run,
+        task_id="check_quality", spec_path=spec_path, day=day, force=force, force_reason=reason, dry_run=dry_run,
         data_docs_dir=str(resolve(DATA_DOCS)), outlets=[ALIAS],
     )  # fmt: skip
 
 
 with DAG(
     "streamjoin_reprocess",
-    description="Reprocess past days of a streamjoin pipeline (trigger with a form)",
+    description="Keep unpaused: reprocesses past days of a pipeline when the Stream jobs page (or this form) asks",
     schedule=None,
     start_date=datetime(2026, 1, 1),
     catchup=False,
@@ -141,6 +145,12 @@ with DAG(
             False,
             type="boolean",
             description="Publish a day even if its quality check fails (recorded in the day's _FORCED.json)",
+        ),
+        "reason": Param(
+            "",
+            type="string",
+            maxLength=500,
+            description="With force: why the days are published over a failed check (recorded with your name)",
         ),
         "dry_run": Param(False, type="boolean", description="Count only: read and join, write nothing"),
     },

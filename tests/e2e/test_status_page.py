@@ -346,7 +346,7 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
             wait_for(lambda: len(runs(server, "streamjoin_reprocess", name)) == 1, 60, "the run of the trigger form")
             (from_form,) = runs(server, "streamjoin_reprocess", name)
             assert from_form["conf"] == {"pipeline": name, "start": day1, "end": day1, "overwrite": True,
-                                         "force": False, "dry_run": False}, from_form["conf"]  # fmt: skip
+                                         "force": False, "reason": "", "dry_run": False}, from_form["conf"]  # fmt: skip
             assert from_form["triggering_user_name"] == "admin"
 
             # the backfill's sensor reads the stream's watermark from the input topics while no job has reported

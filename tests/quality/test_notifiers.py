@@ -1,19 +1,34 @@
-"""Alert notifiers against real sinks on loopback (no Spark): content, connections, one message per call."""
+"""Alert notifiers against real sinks on loopback (no Spark): content, links (http(s) under Airflow's base URL),
+connections, one message per call, and no alert for a user's refused request."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
 from quality_sinks import SmtpSink, http_sink, smtp_sink, wait_for
 
-from streamjoin.airflow.notifiers import QualitySmtpNotifier, WebhookNotifier, build_alert, webhook_url
+from streamjoin.airflow.notifiers import (
+    PipelineAlertNotifier,
+    QualitySmtpNotifier,
+    RequestRefused,
+    WebhookNotifier,
+    build_alert,
+    webhook_url,
+)
+from streamjoin.airflow.operators.quality import QualityCheckFailed
+from streamjoin.airflow.ui_paths import pipeline_page_url
+from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.quality.results import CheckResult, ExpectationOutcome
 
 LOG_URL = "http://airflow.test:8080/dags/d/runs/r/tasks/check_enriched?try_number=1"
-DOCS_URL = "file:///var/docs/clicks_per_region/enriched/2026-01-02/r/validations/x.html"
+#: what a check in the DAGs links: the plugin's route under Airflow's base URL
+DOCS_URL = "http://airflow.test:8080/streamjoin/data-docs/clicks_per_region/enriched/2026-01-02/r/validations/x.html"
 
 
 def _result() -> CheckResult:
@@ -60,8 +75,6 @@ def _context(exception: BaseException) -> dict[str, Any]:
 
 
 def _quality_failure() -> BaseException:
-    from streamjoin.airflow.operators.quality import QualityCheckFailed
-
     return QualityCheckFailed(_result())
 
 
@@ -75,6 +88,12 @@ def test_alert_names_pipeline_day_failures_observed_values_and_links() -> None:
     assert "key_not_null" not in alert.text  # passed checks are not news
     assert f"Data Docs: {DOCS_URL}" in alert.text and f"Task log: {LOG_URL}" in alert.text
     assert f'<a href="{DOCS_URL}">' in alert.html and "&amp;" not in DOCS_URL
+    page = pipeline_page_url("clicks_per_region")
+    assert page.startswith("http") and page.endswith("/plugin/stream-jobs/streamjoin/jobs/clicks_per_region")
+    assert f"Pipeline page: {page}" in alert.text and alert.payload["pipeline_url"] == page
+    # a link that is not http(s) (a check writing elsewhere than the plugin serves) is not made a link
+    local = build_alert(_context(QualityCheckFailed(dataclasses.replace(_result(), data_docs_url="file:///x.html"))))
+    assert "file:///x.html" in local.text and 'href="file:' not in local.html
     assert alert.payload["blocking_failed"] == ["match_rate"] and alert.payload["warnings"] == ["freshness"]
     assert [f["name"] for f in alert.payload["failed"]] == ["match_rate", "freshness"]
     json.dumps(alert.payload)  # serialisable as is
@@ -111,6 +130,22 @@ def test_smtp_notifier_sends_one_mail_through_the_core_notifier(monkeypatch: pyt
     assert "quality check failed (match_rate)" in str(message["Subject"])
     body = SmtpSink.body(message)
     assert "match_rate (blocking): observed 0.76" in body and f'<a href="{LOG_URL}">' in body.replace("&amp;", "&")
+
+
+def test_a_refused_request_alerts_no_one_and_a_failed_task_alerts_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed = yaml.safe_load((PROJECT_HOME / "include" / "pipelines" / "clicks_per_region.yaml").read_text())
+    spec = tmp_path / "clicks.yaml"
+    spec.write_text(yaml.safe_dump({**seed, "alerts": {"webhook_conn_id": "dq_hook"}}))
+    with http_sink() as http:
+        monkeypatch.setenv("AIRFLOW_CONN_DQ_HOOK", json.dumps(http.connection("/hooks")))
+        notifier = PipelineAlertNotifier(spec_path=str(spec))
+        notifier(_context(RequestRefused("invalid reprocessing request: end 2026-01-01 is before start 2026-01-02")))
+        notifier(_context(RuntimeError("Spark died")))
+        wait_for(lambda: len(http.requests) >= 1, "the failed task's POST", last=lambda: http.requests)
+    assert [r["json"]["error"] for r in http.requests] == ["Spark died"]
+    assert http.requests[0]["json"]["pipeline_url"] == pipeline_page_url("clicks_per_region")
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,7 @@
-"""What the status pages say about quality (the day that changed last, never an older day's verdict while a
-newer one is unchecked), and Data Docs served without what they would fetch from CDNs."""
+"""What the status pages say about quality (each day's latest check, whatever it decided: passed, quarantined,
+a failed recomputation of a published day, published with force; the day that changed last first, never an
+older day's verdict while a newer one is unchecked), and Data Docs served without what they would fetch from
+CDNs."""
 
 from __future__ import annotations
 
@@ -7,8 +9,22 @@ import os
 from pathlib import Path
 
 from streamjoin.airflow.data_docs import offline_html
-from streamjoin.airflow.quality_status import quality_status
-from streamjoin.quality.results import CheckResult, ExpectationOutcome, quarantine, write_check_result
+from streamjoin.airflow.quality_status import FAILED, FORCED, PASSED, quality_days, quality_status
+from streamjoin.core.publish import ForcedRecord, record_forced
+from streamjoin.core.storage import LocalStorage
+from streamjoin.quality.results import (
+    CheckResult,
+    ExpectationOutcome,
+    quarantine,
+    write_check_result,
+    write_failed_recheck,
+)
+
+
+def _check(day: str, success: bool, run_id: str = "", docs: str | None = None) -> CheckResult:
+    outcome = ExpectationOutcome("match_rate", "expect_column_mean_to_be_between", success, 0.5, True)
+    return CheckResult.from_outcomes(pipeline="p", target="enriched", day=day, expectations=[outcome], run_id=run_id,
+                                     data_docs_url=docs)  # fmt: skip
 
 
 def _day(root: Path, day: str, at: float, *, success: bool | None = None, checked_at: float | None = None) -> Path:
@@ -37,7 +53,9 @@ def test_the_day_that_changed_last_is_shown_and_a_rewritten_day_reads_as_not_che
     (tmp_path / "daily" / ".date=2026-11-24-staging").mkdir()  # not a published day
     status = quality_status(tmp_path)
     assert status is not None and (status.day, status.verdict, status.quarantined) == ("2026-11-23", "FAILED", True)
-    assert status.failed and status.text == "p enriched 2026-11-23: FAILED; blocking: match_rate; quarantined"
+    assert status.failed and status.text == (
+        "p enriched 2026-11-23: FAILED; blocking: match_rate; quarantined: nothing of the day is published"
+    )
 
     # the 23rd is reprocessed (new data) and not checked yet: not the 22nd's "passed"
     data = newest / "part-0000.parquet"
@@ -54,6 +72,61 @@ def test_the_day_that_changed_last_is_shown_and_a_rewritten_day_reads_as_not_che
     (tmp_path / "daily" / "date=2026-11-22" / "_CHECK_RESULT.json").touch()
     status = quality_status(tmp_path)
     assert status is not None and (status.day, status.verdict) == ("2026-11-22", "passed")
+
+
+def test_a_failed_recheck_of_a_published_day_is_its_latest_check_and_names_the_published_version(
+    tmp_path: Path,
+) -> None:
+    published = _day(tmp_path, "2026-11-22", 1000.0)
+    first = write_check_result(_check("2026-11-22", True, "scheduled__2026-11-23T00:00:00+00:00-try1"), published)
+    os.utime(first, (1010.0, 1010.0))
+    _day(tmp_path, "2026-11-21", 1500.0, success=True)  # another day checked later
+    status = quality_status(tmp_path)
+    assert status is not None and (status.day, status.verdict) == ("2026-11-21", PASSED)
+
+    # the 22nd reprocessed and checked again: failed, dropped; the day keeps its version, the check is its latest
+    again = _check("2026-11-22", False, "manual__2026-11-27T10:00:00+00:00-try2", "http://af/streamjoin/data-docs/p/x")
+    os.utime(write_failed_recheck(again, published), (2000.0, 2000.0))
+    days = quality_days(tmp_path)
+    assert [(d.day, d.verdict) for d in days] == [("2026-11-22", FAILED), ("2026-11-21", PASSED)]
+    assert days[0].text == (
+        "p enriched 2026-11-22: FAILED; blocking: match_rate; not published: the published version is from run "
+        "scheduled__2026-11-23T00:00:00+00:00"
+    )
+    assert days[0].result == again and days[0].published_from == "scheduled__2026-11-23T00:00:00+00:00"
+    assert not days[0].quarantined
+
+    # a new version swapped in later (a new directory: no failed recheck beside it) reads as its own check
+    swapped = tmp_path / "daily" / ".date=2026-11-22.new"
+    swapped.mkdir()
+    (swapped / "part-0000.parquet").write_bytes(b"PAR1")
+    os.utime(write_check_result(_check("2026-11-22", True, "manual__3-try1"), swapped), (3000.0, 3000.0))
+    os.utime(swapped / "part-0000.parquet", (2990.0, 2990.0))
+    published.rename(tmp_path / "daily" / ".date=2026-11-22.old")
+    swapped.rename(published)
+    status = quality_status(tmp_path)
+    assert status is not None and (status.day, status.verdict, status.text) == (
+        "2026-11-22", PASSED, "p enriched 2026-11-22: passed")
+
+
+def test_a_day_published_with_force_says_who_published_it_over_which_failure_and_why(tmp_path: Path) -> None:
+    day = _day(tmp_path, "2026-11-22", 1000.0)
+    os.utime(write_check_result(_check("2026-11-22", False, "manual__f-try1"), day), (1010.0, 1010.0))
+    record = ForcedRecord(day="2026-11-22", dag_id="streamjoin_reprocess", run_id="manual__f", user="alice",
+                          failed=["match_rate"], summary="...", at="2026-11-27T10:00:00+00:00",
+                          reason="the right topic was late; accepted by sales")  # fmt: skip
+    record_forced(LocalStorage(), str(day), record)
+    status = quality_status(tmp_path)
+    assert status is not None and status.verdict == FORCED and not status.failed
+    assert status.text == (
+        "p enriched 2026-11-22: FAILED; blocking: match_rate; published with force over the failed check by alice "
+        "(run manual__f): the right topic was late; accepted by sales"
+    )
+    # a failed recheck of a forced day names the forced version
+    os.utime(write_failed_recheck(_check("2026-11-22", False, "manual__g-try1"), day), (2000.0, 2000.0))
+    status = quality_status(tmp_path)
+    assert status is not None and status.verdict == FAILED
+    assert status.text.endswith("the published version is from run manual__f, published with force")
 
 
 def test_data_docs_pages_lose_their_cdn_assets_and_get_the_local_stylesheet() -> None:

@@ -18,8 +18,9 @@ from streamjoin.airflow.actions import (
     ActionError,
     action_request,
     csrf_token,
+    requested_days,
 )
-from streamjoin.airflow.status_page import JobPage, Link, render_job, render_jobs
+from streamjoin.airflow.status_page import DayCheck, JobPage, Link, render_job, render_jobs
 from streamjoin.core.charts import Series, downsample, line_chart, nice_ceiling, segments, sparkline
 from streamjoin.core.job_files import BatchCounts, HistoryEntry, JobStatus, SupervisorRecord
 from streamjoin.core.job_history import breaks, recent, series
@@ -151,13 +152,19 @@ def test_a_never_started_pipeline_says_so_and_a_failed_check_stands_out() -> Non
         "new", status=None, driver=None, supervisor=SupervisorRecord(), failure=None, history=[], alive=False,
         stopped=False, latest={"clicks-topic": {0: 12}}, planned=None, policy=Policy(), now=NOW,
     )  # fmt: skip
-    failed = _view("bad", quality="bad enriched 2026-11-23: FAILED; blocking: match_rate", quality_verdict="FAILED")
-    page = render_jobs([never, failed], "/streamjoin/jobs")
+    failed = _view("bad", quality="bad enriched 2026-11-23: FAILED; blocking: match_rate", quality_verdict="FAILED",
+                   quality_docs="/streamjoin/data-docs/bad/enriched/x/index.html")  # fmt: skip
+    forced = _view("forced", quality="f: FAILED; published with force over the failed check by alice (run r): ok",
+                   quality_verdict="published with force")  # fmt: skip
+    page = render_jobs([never, failed, forced], "/streamjoin/jobs")
     assert "batch None" not in page and "<td class='last-batch'>not started</td>" in page
     assert "<td class='state not-started' title='the job was never started'>not started</td>" in page
     assert "<td class='rate'>not started</td>" in page and "<td class='lag'>-</td>" in page  # no lag of its own
-    assert "<span class='quality failed'>bad enriched 2026-11-23: FAILED; blocking: match_rate</span>" in page
+    assert ("<span class='quality failed'>bad enriched 2026-11-23: FAILED; blocking: match_rate</span> <a "
+            "class='data-docs' href='/streamjoin/data-docs/bad/enriched/x/index.html' target='_self'>Data Docs</a>"
+            ) in page  # fmt: skip
     assert ".quality.failed{color:#fff;background:#c00" in page
+    assert "<span class='quality forced'>f: FAILED; published with force over the failed check by alice" in page
     one = render_job(JobPage(view=never, history=[], now=NOW, links=[], jobs_url="/streamjoin/jobs", csrf=""))
     assert "<tr id='summary-last-batch'><th>Last batch</th><td>not started</td></tr>" in one
     assert "<tr id='summary-dead-letters'><th>Dead letters</th><td>-</td></tr>" in one
@@ -177,6 +184,9 @@ def test_a_pipeline_page_has_its_charts_links_and_action_forms() -> None:
         jobs_url="/streamjoin/jobs", csrf="tok'en",
         triggered=("streamjoin_stop_redeploy", "manual__<x>", "/dags/streamjoin_stop_redeploy/runs/manual__%3Cx%3E",
                    True),
+        checks=[DayCheck("2026-11-23", "FAILED", "c 2026-11-23: FAILED; not published: the published version is "
+                         "from run r1", "/streamjoin/data-docs/clicks/d/index.html"),
+                DayCheck("2026-11-22", "passed", "c 2026-11-22: passed")],
     ))  # fmt: skip
     charts = dict(re.findall(r"data-chart='([a-z_]+)' data-points='(\d+)'", page))
     assert charts == {"rates": "16", "lag": "8", "duration": "8", "state": "8", "dead_letters": "8"}
@@ -187,7 +197,14 @@ def test_a_pipeline_page_has_its_charts_links_and_action_forms() -> None:
     assert "<a id='link-docs' href='/streamjoin/data-docs/clicks/x/index.html' target='_self'>" in page
     assert "id='triggered-run' href='/dags/streamjoin_stop_redeploy/runs/manual__%3Cx%3E' target='_top'" in page
     for action in ("stop", "redeploy", "reprocess"):
-        assert f"<form method='post' action='/streamjoin/jobs/clicks/actions/{action}'>" in page
+        assert f"<form method='post' action='/streamjoin/jobs/clicks/actions/{action}'" in page
+    for field in ("name='day'", "name='end'", "name='force' value='true'", "name='reason' maxlength='500'"):
+        assert field in page, field
+    assert ("<tr data-day='2026-11-23'><td>2026-11-23</td><td><span class='quality failed'>c 2026-11-23: FAILED; not "
+            "published: the published version is from run r1</span> <a class='data-docs' "
+            "href='/streamjoin/data-docs/clicks/d/index.html' target='_self'>Data Docs</a></td></tr>") in page
+    assert "<tr data-day='2026-11-22'><td>2026-11-22</td><td><span class='quality passed'>" in page
+    assert "id='refused'" not in page
     assert page.count("<input type='hidden' name='csrf' value='tok&#x27;en'>") == 3
     assert "max='2027-01-14'" in page  # the reprocessed day: yesterday at most (UTC)
     assert "manual__&lt;x&gt;" in page and "the DAG is paused" in page
@@ -199,7 +216,10 @@ def test_a_pipeline_page_has_its_charts_links_and_action_forms() -> None:
 
 def test_a_failed_job_s_page_names_the_cause() -> None:
     view = _view(state="failed", reason="crash loop", failure="KafkaUnavailableError: broker <down>")
-    page = render_job(JobPage(view=view, history=[], now=NOW, links=[], jobs_url="/streamjoin/jobs", csrf=""))
+    page = render_job(JobPage(view=view, history=[], now=NOW, links=[], jobs_url="/streamjoin/jobs", csrf="",
+                              refused="already running: run <r>", refresh=0))  # fmt: skip
+    assert "<p class='notice refused' id='refused'>Not triggered: already running: run &lt;r&gt;</p>" in page
+    assert "<body data-refresh='0'>" in page and "No day checked yet." in page
     assert "<span class='state failed'>failed</span> (crash loop)" in page
     assert "<tr id='summary-failure'><th>Why it stopped</th><td>KafkaUnavailableError: broker &lt;down&gt;</td>" in page
 
@@ -214,9 +234,24 @@ def test_actions_become_runs_of_the_stop_redeploy_and_reprocess_dags() -> None:
         REPROCESS_DAG, {"pipeline": "clicks", "start": "2026-11-23", "end": "2026-11-23", "overwrite": True,
                         "dry_run": False},
     )  # fmt: skip
+    assert day.note == "Reprocess clicks 2026-11-23 (Stream jobs page)"
+    days = action_request("reprocess", "clicks", "2026-11-20", today, end="2026-11-23", force=True, reason=" late ")
+    assert days.conf == {"pipeline": "clicks", "start": "2026-11-20", "end": "2026-11-23", "overwrite": True,
+                         "dry_run": False, "force": True, "reason": "late"}  # fmt: skip
+    assert days.note == "Reprocess clicks 2026-11-20 to 2026-11-23 (Stream jobs page), with force: late"
+    assert requested_days(days.conf) == [date(2026, 11, d) for d in (20, 21, 22, 23)]
     for bad in (None, "", "2026-11-24", "2026-13-01", "23/11/2026", "\uff12\uff10\uff12\uff16-11-23", "2026-11-23; rm"):
         with pytest.raises(ActionError):
             action_request("reprocess", "clicks", bad, today)
+    # checked across the fields: a reversed range, an end not over yet, force without a reason, too many days
+    for start, end, force, why, message in (
+        ("2026-11-23", "2026-11-20", False, None, "end 2026-11-20 is before start 2026-11-23"),
+        ("2026-11-20", "2026-11-24", False, None, "end 2026-11-24 is not over yet"),
+        ("2026-11-20", "", True, " ", "say why in 'reason'"),
+        ("2026-09-01", "2026-11-23", False, None, "at most 31 per run"),
+    ):
+        with pytest.raises(ActionError, match=message):
+            action_request("reprocess", "clicks", start, today, end=end, force=force, reason=why)
     with pytest.raises(ActionError, match="unknown action"):
         action_request("delete", "clicks", None, today)
 

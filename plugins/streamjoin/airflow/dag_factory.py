@@ -16,6 +16,7 @@ from airflow.sdk import DAG, BaseOperator, task
 from streamjoin.airflow.operators.provision_topics import ProvisionTopicsOperator
 from streamjoin.airflow.operators.stream_join import StreamJoinJobOperator
 from streamjoin.airflow.operators.supervise import SuperviseStreamJoinOperator
+from streamjoin.airflow.ui_paths import DATA_DOCS_DIR
 from streamjoin.core.plans import resolve
 from streamjoin.core.spec import PipelineSpec, load_spec
 from streamjoin.core.supervision import Policy
@@ -23,8 +24,8 @@ from streamjoin.core.supervision import Policy
 KAFKA_CONN_ID = "streamjoin_kafka_default"
 #: the pipeline the forms offer first
 SEED_PIPELINE = "clicks_per_region"
-#: Where quality checks keep their Data Docs (one directory per pipeline, target, day and run)
-DATA_DOCS = "var/data_docs"
+#: Where quality checks keep their Data Docs (one directory per pipeline, target, day and run): what the plugin serves
+DATA_DOCS = DATA_DOCS_DIR
 #: restart at most 3 times in 15 minutes; alert on lag above 10k records for 5 minutes
 OWNER_POLICY = Policy(stale_after=120, lag_threshold=10_000, lag_grace=300, max_restarts=3, window=900)
 

@@ -5,7 +5,12 @@ alert destinations (its spec's ``alerts:``, else ``include/alerts.yaml``: :mod:`
 ``DataQualityOperator`` also takes explicit ``*_conn_id`` arguments.
 When the failure is a failed quality check, the message names the pipeline, the day, each failed
 expectation with its observed value, and links to the Data Docs page and the task log; any other failure
-gets the error and the log link.
+gets the error and the log link. Every link is an ``http(s)`` URL under Airflow's ``[api] base_url``
+(:mod:`streamjoin.airflow.ui_paths`), the pipeline's Stream jobs page among them.
+
+Alerts are for data and jobs: a user's request refused before anything ran (:class:`RequestRefused`: a
+reversed or future day range, a day another run is reprocessing) fails its run for that user and alerts
+no one.
 
 Slack: ``apache-airflow-providers-slack`` is not installed here; its ``SlackNotifier`` would take the same
 :func:`build_alert` text.
@@ -23,9 +28,18 @@ from typing import Any
 
 from airflow.providers.smtp.notifications.smtp import SmtpNotifier
 from airflow.sdk import BaseHook, BaseNotifier
+from airflow.sdk.exceptions import AirflowFailException
 
 from streamjoin.core.spec import Alerts
 from streamjoin.quality.results import CheckResult
+
+#: the context key :class:`PipelineAlertNotifier` sets for the notifiers it calls: the failed task's pipeline
+PIPELINE_KEY = "streamjoin_pipeline"
+
+
+class RequestRefused(AirflowFailException):
+    """A user's request refused before anything was done (the user's own mistake, or a day another run is
+    reprocessing): the run fails, with the reason, for whoever triggered it; no alert (no retry either)."""
 
 
 @dataclass(frozen=True)
@@ -51,17 +65,23 @@ def build_alert(context: Any) -> Alert:
         "log_url": getattr(ti, "log_url", None),
     }
     result = _check_result(context)
+    pipeline = result.pipeline if result is not None else context.get(PIPELINE_KEY) or _pipeline_name(context)
+    if pipeline is not None:
+        from streamjoin.airflow.ui_paths import pipeline_page_url
+
+        where["pipeline_url"] = pipeline_page_url(pipeline)
+    page = [f"Pipeline page: {where['pipeline_url']}"] if pipeline is not None else []
     event = getattr(context.get("exception"), "alert_event", None)
     if event is not None:  # the owner acted and goes on (e.g. a hung driver restarted): not a failed task
         what = str(context["exception"])
         subject = f"[streamjoin] {what.split(':', 1)[0]}: {event.rsplit('.', 1)[-1].replace('_', ' ')}"
-        lines = [subject, what, f"Task log: {where['log_url']}"]
+        lines = [subject, what, f"Task log: {where['log_url']}", *page]
         payload = {"event": event, "error": what, **where}
         return Alert(subject, "\n".join(lines), _html(subject, lines), {**payload, "text": "\n".join(lines)})
     if result is None:
         error = str(context.get("exception") or "unknown error")
         subject = f"[streamjoin] task {where['dag_id']}.{where['task_id']} failed"
-        lines = [subject, f"Error: {error}", f"Task log: {where['log_url']}"]
+        lines = [subject, f"Error: {error}", f"Task log: {where['log_url']}", *page]
         payload = {"event": "streamjoin.task_failed", "error": error, **where}
         return Alert(subject, "\n".join(lines), _html(subject, lines), {**payload, "text": "\n".join(lines)})
 
@@ -94,6 +114,7 @@ def build_alert(context: Any) -> Alert:
         ),
         *([f"Data Docs: {result.data_docs_url}"] if result.data_docs_url else []),
         f"Task log: {where['log_url']}",
+        *page,
     ]
     payload = {
         "event": "streamjoin.quality_failed",
@@ -120,7 +141,7 @@ def _html(subject: str, lines: Sequence[str]) -> str:
 
 def _linkify(line: str) -> str:
     label, sep, rest = line.partition(": ")
-    if sep and rest.startswith(("http://", "https://", "file://")):
+    if sep and rest.startswith(("http://", "https://")):
         return f'{html.escape(label)}: <a href="{html.escape(rest)}">{html.escape(rest)}</a>'
     return html.escape(line).replace("  - ", "&nbsp;&nbsp;&bull; ")
 
@@ -228,12 +249,17 @@ class PipelineAlertNotifier(BaseNotifier):
         from streamjoin.core.plans import resolve
         from streamjoin.core.spec import load_spec
 
+        if isinstance(context.get("exception"), RequestRefused):
+            self.log.info("not alerted: the request was refused before anything ran (%s)", context["exception"])
+            return
         path = self.spec_path or _task_spec_path(context)
         if path is None:
             self.log.warning("no pipeline known for this failure: no alert sent")
             return
-        alerts = alerts_for(load_spec(resolve(path)))
+        spec = load_spec(resolve(path))
+        alerts = alerts_for(spec)
         self.log.info("alerting %s", describe(alerts))
+        context = {**context, PIPELINE_KEY: spec.name}
         for notifier in alert_notifiers(alerts):
             try:
                 notifier(context)
@@ -256,3 +282,15 @@ def _task_spec_path(context: Any) -> str | None:
 
         return next((p for p in spec_paths() if load_spec(resolve(p)).name == pipeline), None)
     return None
+
+
+def _pipeline_name(context: Any) -> str | None:
+    """The failed task's pipeline (its spec, or the run's ``pipeline`` param); None if unknown."""
+    from streamjoin.core.plans import resolve
+    from streamjoin.core.spec import load_spec
+
+    try:
+        path = _task_spec_path(context)
+        return load_spec(resolve(path)).name if path is not None else None
+    except Exception:  # an alert about a spec that no longer loads still goes out, without the page's link
+        return None

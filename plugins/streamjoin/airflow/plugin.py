@@ -41,10 +41,20 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from streamjoin.airflow.actions import ACTION_DAGS, ActionError, action_request, csrf_token, may_trigger, trigger
-from streamjoin.airflow.quality_status import quality_status
-from streamjoin.airflow.status_page import REFRESH_SECONDS, JobPage, Link, render_job, render_jobs
-from streamjoin.airflow.ui_paths import DATA_DOCS_PATH, PREFIX
+from streamjoin.airflow.actions import (
+    ACTION_DAGS,
+    REPROCESS_DAG,
+    ActionError,
+    action_request,
+    csrf_token,
+    may_trigger,
+    reprocess_busy,
+    requested_days,
+    trigger,
+)
+from streamjoin.airflow.quality_status import NOT_CHECKED, QualityStatus, quality_days, quality_status
+from streamjoin.airflow.status_page import REFRESH_SECONDS, DayCheck, JobPage, Link, render_job, render_jobs
+from streamjoin.airflow.ui_paths import DATA_DOCS_DIR, DATA_DOCS_PATH, PREFIX, UI_ROUTE
 from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.metrics import Sample, prometheus_text, samples
 from streamjoin.core.plans import checkpoint_dir, pipeline_dag_ids, resolve
@@ -120,12 +130,13 @@ def _view(spec: PipelineSpec, files: PipelineFiles, kafka: KafkaClientConfig | N
 
     supervisor, alive = files.supervisor(), _alive(files)
     quality = quality_status(resolve(spec.output.files.path)) if spec.output.files else None
+    docs = _docs_of(spec.name, quality) if quality is not None else None
     return job_view(
         spec.name, status=files.status(), driver=files.driver(), supervisor=supervisor, failure=files.failure(),
         history=files.history.read(since=now - HISTORY_HOURS * 3600), alive=alive,
         stopped=files.stopped_on_purpose(), latest=_latest(kafka, spec), planned=files.batch_in_progress(),
         policy=Policy.from_json(supervisor.policy, OWNER_POLICY), now=now,
-        quality=None if quality is None else (quality.text, quality.verdict),
+        quality=None if quality is None else (quality.text, quality.verdict, docs),
     )  # fmt: skip
 
 
@@ -253,11 +264,10 @@ def _data_docs_href(pipeline: str, url: str) -> str | None:
     """The plugin's own URL of a Data Docs page of the pipeline (``/streamjoin/data-docs/<pipeline>/...``):
     from the local file the check wrote (``file://``, under ``var/data_docs/<pipeline>``) or from a URL of
     this route already (the check's ``data_docs_base_url``); None for anything else."""
-    from streamjoin.airflow.dag_factory import DATA_DOCS
     from streamjoin.quality.results import data_docs_file
 
     local = data_docs_file(url)
-    root = (resolve(DATA_DOCS) / pipeline).resolve()
+    root = (resolve(DATA_DOCS_DIR) / pipeline).resolve()
     if local is not None:
         if not local.resolve().is_relative_to(root):
             return None
@@ -271,6 +281,22 @@ def _data_docs_href(pipeline: str, url: str) -> str | None:
     return f"{_root()}{DATA_DOCS_PATH.strip('/')}/{quote(pipeline)}/{relative}"
 
 
+def _docs_of(pipeline: str, status: QualityStatus) -> str | None:
+    """Where the Data Docs of a day's check open: served here, or the check's own http(s) URL."""
+    url = status.result.data_docs_url if status.result else None
+    if not url:
+        return None
+    return _data_docs_href(pipeline, url) or (url if url.startswith(("http://", "https://")) else None)
+
+
+def _day_checks(spec: PipelineSpec, limit: int = 14) -> list[DayCheck]:
+    """The latest check of each of the last ``limit`` days written or checked."""
+    if spec.output.files is None:
+        return []
+    return [DayCheck(s.day, s.verdict, s.text, _docs_of(spec.name, s))
+            for s in quality_days(resolve(spec.output.files.path), limit)]  # fmt: skip
+
+
 def _data_docs(spec: PipelineSpec) -> Link:
     """The Data Docs of the check the page shows (the day that changed last), served here."""
     status = quality_status(resolve(spec.output.files.path)) if spec.output.files else None
@@ -280,7 +306,7 @@ def _data_docs(spec: PipelineSpec) -> Link:
         return Link("data-docs", "Last Data Docs", None, "no quality check yet" if result is None else "none written")
     href = _data_docs_href(spec.name, url)
     note = f"({result.day}, {'passed' if result.success else 'FAILED'}"
-    note += ", of the data before it was written again)" if status.verdict == "not checked" else ")"
+    note += ", of the data before it was written again)" if status.verdict == NOT_CHECKED else ")"
     if href is not None:
         return Link("data-docs", "Last Data Docs", href, note, "frame")
     if url.startswith(("http://", "https://")):
@@ -318,9 +344,17 @@ def job_page(
     refresh: Refresh = REFRESH_SECONDS,
 ) -> str:
     """One pipeline's page; ``triggered``/``run`` name the run an action just created."""
+    _readable(user, pipeline)
+    return _render_page(pipeline, request, triggered=triggered, run=run, refresh=refresh)
+
+
+def _render_page(
+    pipeline: str, request: Request, *, triggered: str | None = None, run: str | None = None,
+    refresh: int = REFRESH_SECONDS, refused: str | None = None,
+) -> str:  # fmt: skip
+    """The pipeline's page, with the run an action created or why it was refused."""
     from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
 
-    _readable(user, pipeline)
     spec, files, kafka = _one(pipeline)
     now = time.time()
     view = _view(spec, files, kafka, now)
@@ -336,6 +370,7 @@ def job_page(
         view=view, history=files.history.read(since=now - HISTORY_HOURS * 3600), now=now,
         links=_links(spec, view), jobs_url=_jobs_url(),
         csrf=csrf_token(cookie) if cookie else "", triggered=done, hours=HISTORY_HOURS, refresh=refresh,
+        checks=_day_checks(spec), refused=refused,
     )  # fmt: skip
     return render_job(page)
 
@@ -348,14 +383,19 @@ def job_action(
     user: GetUserDep,
     csrf: Annotated[str | None, Form(max_length=100)] = None,
     day: Annotated[str | None, Form(max_length=40)] = None,
-) -> RedirectResponse | JSONResponse:
+    end: Annotated[str | None, Form(max_length=40)] = None,
+    force: Annotated[bool, Form()] = False,
+    reason: Annotated[str | None, Form(max_length=500)] = None,
+) -> RedirectResponse | JSONResponse | HTMLResponse:
     """Trigger the action's DAG for the pipeline: 403 without read access to the pipeline or the permission
-    to trigger the DAG (nothing is triggered), 400 for a bad day; then a redirect to the pipeline's page
-    (JSON ``{dag_id, run_id, conf}`` if the client accepts JSON)."""
+    to trigger the DAG (nothing is triggered); then a redirect to the pipeline's page (JSON ``{dag_id, run_id,
+    conf}`` if the client accepts JSON). A request the page refuses (a bad, reversed or future day range: 400;
+    a day a run is reprocessing already: 409) triggers nothing and is answered with the page saying why (JSON
+    ``{detail}`` if the client accepts JSON)."""
     from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
 
     _readable(user, pipeline)
-    _one(pipeline)
+    spec = _one(pipeline)[0]
     dag_id = ACTION_DAGS.get(action)
     if dag_id is None:
         raise HTTPException(404, f"no action {action[:20]!r}; expected one of {', '.join(ACTION_DAGS)}")
@@ -366,26 +406,39 @@ def job_action(
         cookie = request.cookies.get(COOKIE_NAME_JWT_TOKEN) or ""
         if not cookie or not csrf or not hmac.compare_digest(csrf, csrf_token(cookie)):
             raise HTTPException(403, "the form's token does not match this session: reload the page and try again")
+    wants_json = "application/json" in request.headers.get("accept", "")
     try:
-        wanted = action_request(action, pipeline, day, datetime.now(UTC).date())
+        wanted = action_request(action, pipeline, day, datetime.now(UTC).date(), end=end, force=force, reason=reason)
+        if wanted.dag_id == REPROCESS_DAG:
+            reprocess_busy(wanted, _day_locks(spec, requested_days(wanted.conf)))
         done = trigger(wanted, user.get_name())
     except ActionError as exc:
-        raise HTTPException(400, str(exc)) from None
-    if "application/json" in request.headers.get("accept", ""):
+        if wants_json:
+            return JSONResponse({"detail": str(exc)}, status_code=exc.status)
+        # the page again (not reloading itself: that would post the form again), saying why nothing ran
+        return HTMLResponse(_render_page(pipeline, request, refresh=0, refused=str(exc)), status_code=exc.status)
+    if wants_json:
         return JSONResponse({"dag_id": done.dag_id, "run_id": done.run_id, "conf": wanted.conf, "paused": done.paused})
     query = urlencode({"triggered": done.dag_id, "run": done.run_id})
     return RedirectResponse(f"{_jobs_url()}/{quote(pipeline)}?{query}", status_code=303)
+
+
+def _day_locks(spec: PipelineSpec, days: list[Any]) -> dict[Any, dict[str, Any] | None]:
+    """Per day, who holds its reprocessing lock (None: no one)."""
+    from streamjoin.airflow.operators.reprocess import day_lock
+
+    locks = {day: day_lock(spec, day) for day in days}
+    return {day: lock.holder() if lock is not None else None for day, lock in locks.items()}
 
 
 @app.get("/data-docs/{pipeline}/{path:path}", response_model=None)
 def data_docs(pipeline: Pipeline, path: str, user: GetUserDep) -> FileResponse | HTMLResponse:
     """A file of the pipeline's Data Docs (``var/data_docs/<pipeline>/...``); nothing outside it. HTML pages
     without what they would load from CDNs, with a local stylesheet (:mod:`streamjoin.airflow.data_docs`)."""
-    from streamjoin.airflow.dag_factory import DATA_DOCS
     from streamjoin.airflow.data_docs import offline_html
 
     _readable(user, pipeline)
-    root = (resolve(DATA_DOCS) / pipeline).resolve()
+    root = (resolve(DATA_DOCS_DIR) / pipeline).resolve()
     target = (root / path).resolve()
     if not target.is_relative_to(root) or not target.is_file():
         raise HTTPException(404, "no such file in the pipeline's Data Docs")
@@ -427,5 +480,5 @@ class StreamJoinPlugin(AirflowPlugin):
     fastapi_apps = [{"app": app, "url_prefix": PREFIX, "name": "Stream jobs"}]
     external_views = [
         {"name": "Stream jobs", "href": f"{PREFIX}/jobs", "destination": "nav", "category": "browse",
-         "url_route": "stream-jobs"},
+         "url_route": UI_ROUTE},
     ]  # fmt: skip

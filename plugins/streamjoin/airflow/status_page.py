@@ -31,10 +31,12 @@ STYLE = (
     "padding:.4em .7em;text-align:left;vertical-align:top}.healthy{color:#0a0}.dead,.failed,.stale{color:#c00}"
     ".lagging,.starting{color:#c80}.not-started{color:#777}"
     ".quality.failed{color:#fff;background:#c00;padding:.1em .4em;border-radius:3px;font-weight:bold}"
+    ".quality.forced{color:#fff;background:#c60;padding:.1em .4em;border-radius:3px;font-weight:bold}"
     ".quality.not-checked{color:#c80}.charts{display:flex;flex-wrap:wrap;gap:1em}svg.chart{border:1px solid #ddd;"
     "background:#fff}svg .title{font-size:12px;font-weight:bold}svg .axis,svg .legend{font-size:10px}"
     "svg .grid{stroke:#eee}svg .marker{stroke:#c00;stroke-dasharray:4 3}svg .empty{font-size:12px;fill:#999}"
     "form{display:inline-block;margin-right:1em}.notice{background:#eef7ee;border:1px solid #9c9;padding:.5em}"
+    ".notice.refused{background:#fdf3e7;border-color:#d9a25f}"
     "ul.links li{margin:.2em 0}th{background:#f6f6f6}"
 )
 COLORS = {"input": "#1f77b4", "processed": "#ff7f0e", "lag": "#d62728", "duration": "#2ca02c",
@@ -83,12 +85,23 @@ def _last_batch(v: JobView, more: str = "") -> str:
     return f"{escape(str(v.last_batch_time or '-'))} (batch {v.batch_id}{more})"
 
 
+#: a check's verdict (:mod:`streamjoin.airflow.quality_status`) -> its CSS class
+VERDICT_CSS = {"FAILED": "failed", "not checked": "not-checked", "passed": "passed", "published with force": "forced"}
+
+
+def _verdict(text: str, verdict: str | None, docs: str | None) -> str:
+    """A check's line (FAILED in red, published with force in orange, an unchecked day in amber) and its
+    Data Docs, which open in the frame."""
+    css = VERDICT_CSS.get(verdict or "", "")
+    link = f" <a class='data-docs' href='{escape(docs)}' target='_self'>Data Docs</a>" if docs else ""
+    return f"<span class='quality {css}'>{escape(text)}</span>{link}"
+
+
 def _quality(v: JobView) -> str:
-    """The last quality check; FAILED in red, an unchecked day in amber."""
+    """The last quality check."""
     if not v.quality:
         return "<span class='quality none'>no check yet</span>"
-    css = {"FAILED": "failed", "not checked": "not-checked", "passed": "passed"}.get(v.quality_verdict or "", "")
-    return f"<span class='quality {css}'>{escape(v.quality)}</span>"
+    return _verdict(v.quality, v.quality_verdict, v.quality_docs)
 
 
 def _lag(lag: Mapping[str, int]) -> str:
@@ -158,6 +171,16 @@ class Link:
 
 
 @dataclass(frozen=True)
+class DayCheck:
+    """The latest check of one published day: its verdict, what it says, its Data Docs."""
+
+    day: str
+    verdict: str
+    text: str
+    docs: str | None = None
+
+
+@dataclass(frozen=True)
 class JobPage:
     """What one pipeline's page shows: its view, the history its charts plot, links, the actions' form."""
 
@@ -171,6 +194,10 @@ class JobPage:
     triggered: tuple[str, str, str, bool] | None = None
     hours: float = 6.0
     refresh: int = REFRESH_SECONDS
+    #: each published day's latest check, the latest first
+    checks: Sequence[DayCheck] = ()
+    #: why the action just requested was not triggered
+    refused: str | None = None
 
 
 def charts(history: Sequence[HistoryEntry], now: float, hours: float, restarts: Sequence[float]) -> list[str]:
@@ -235,6 +262,8 @@ def render_job(page: JobPage) -> str:
                   f"target='_top'>{escape(run_id)}</a> of "
                   f"{escape(dag_id)}" + (" (the DAG is paused: the run waits until it is unpaused)" if paused else "")
                   + "</p>")  # fmt: skip
+    if page.refused:
+        notice += f"<p class='notice refused' id='refused'>Not triggered: {escape(page.refused)}</p>"
     action_url = f"{page.jobs_url}/{quote(name)}/actions"
     hidden = f"<input type='hidden' name='csrf' value='{escape(page.csrf)}'>"
     yesterday = day_before(page.now).isoformat()
@@ -243,14 +272,25 @@ def render_job(page: JobPage) -> str:
         "<button id='action-stop' type='submit'>Stop</button></form>"
         f"<form method='post' action='{escape(action_url)}/redeploy'>{hidden}"
         "<button id='action-redeploy' type='submit'>Redeploy</button></form>"
-        f"<form method='post' action='{escape(action_url)}/reprocess'>{hidden}"
-        f"<label>Day (UTC) <input id='reprocess-day' type='date' name='day' max='{yesterday}' value='{yesterday}' "
-        "required></label> <button id='action-reprocess' type='submit'>Reprocess day</button></form>"
+        f"<form method='post' action='{escape(action_url)}/reprocess' id='reprocess-form'>{hidden}"
+        f"<label>Start (UTC) <input id='reprocess-day' type='date' name='day' max='{yesterday}' value='{yesterday}' "
+        f"required></label> <label>End <input id='reprocess-end' type='date' name='end' max='{yesterday}' "
+        "title='the last day, included (empty: the start day)'></label> "
+        "<label title='publish even if the check fails; recorded with your name and the reason'>"
+        "<input id='reprocess-force' type='checkbox' name='force' value='true'> force</label> "
+        "<label>reason <input id='reprocess-reason' type='text' name='reason' maxlength='500' size='24' "
+        "placeholder='why force (recorded)'></label> "
+        "<button id='action-reprocess' type='submit'>Reprocess</button></form>"
     )  # fmt: skip
     plots = "".join(charts(page.history, page.now, page.hours, v.restarts))
+    days = "".join(f"<tr data-day='{escape(c.day)}'><td>{escape(c.day)}</td><td>{_verdict(c.text, c.verdict, c.docs)}"
+                   "</td></tr>" for c in page.checks)  # fmt: skip
+    checks = (f"<table id='day-checks'><tr><th>Day</th><th>Its latest check</th></tr>{days}</table>" if days
+              else "<p id='day-checks'>No day checked yet.</p>")  # fmt: skip
     body = (
         f"<p><a id='all-jobs' href='{escape(page.jobs_url)}'>Stream jobs</a></p><h2>{escape(name)}</h2>{notice}"
         f"<table id='summary'>{table}</table><h3>Links</h3><ul class='links'>{links}</ul>"
+        f"<h3>Quality checks of the published days</h3>{checks}"
         f"<h3>History (last {page.hours:g} hours)</h3><div class='charts'>{plots}</div>"
         f"<h3>Actions</h3><p>Each creates a run of an Airflow DAG (your permissions apply).</p>"
         f"<div id='actions'>{actions}</div>"

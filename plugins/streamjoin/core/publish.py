@@ -66,7 +66,8 @@ def decide(passed: bool, *, force: bool, published_exists: bool) -> Action:
 
 @dataclass(frozen=True)
 class ForcedRecord:
-    """Who published a day over a failed check, when, and what had failed."""
+    """Who published a day over a failed check, when, what had failed and why (``reason``: what the user gave
+    with ``force``, if anything)."""
 
     day: str
     dag_id: str
@@ -75,6 +76,7 @@ class ForcedRecord:
     failed: list[str]
     summary: str
     at: str
+    reason: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)

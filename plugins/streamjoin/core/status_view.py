@@ -56,6 +56,8 @@ class JobView:
     trend_breaks: tuple[float, ...]
     quality: str | None = None
     quality_verdict: str | None = None
+    #: the Data Docs of the check ``quality`` describes (a URL the page can open)
+    quality_docs: str | None = None
 
     @property
     def total_lag(self) -> int:
@@ -78,7 +80,7 @@ class JobView:
             "in_progress": None if self.in_progress is None
             else {"batch_id": self.in_progress[0], "seconds": self.in_progress[1]},
             "lag": dict(self.lag), "restarts": len(self.restarts), "gave_up_at": self.gave_up_at,
-            "quality": self.quality, "quality_verdict": self.quality_verdict,
+            "quality": self.quality, "quality_verdict": self.quality_verdict, "quality_docs": self.quality_docs,
         }  # fmt: skip
 
 
@@ -102,7 +104,7 @@ def job_view(
     planned: tuple[int, float] | None,
     policy: Policy,
     now: float,
-    quality: tuple[str, str] | None = None,
+    quality: tuple[str, str, str | None] | None = None,
 ) -> JobView:
     """The pipeline's view at ``now`` (epoch s).
 
@@ -111,7 +113,7 @@ def job_view(
     :param latest: the input topics' end offsets (``{}``: Kafka did not answer, no lag known)
     :param planned: (batch id, when planned) of the batch planned and not committed yet, if any
     :param policy: the owner's policy (:attr:`SupervisorRecord.policy`), which judges health as the owner does
-    :param quality: the last quality check's (text, verdict)
+    :param quality: the last quality check's (text, verdict, Data Docs URL)
     """
     started = driver is not None or status is not None
     health = assess(
@@ -152,4 +154,5 @@ def job_view(
         in_progress=in_progress, spark_ui=status.spark_ui if status else None, alive=alive,
         trend=tuple(series(hour, "input_rps")), trend_breaks=tuple(breaks(hour)),
         quality=quality[0] if quality else None, quality_verdict=quality[1] if quality else None,
+        quality_docs=quality[2] if quality else None,
     )  # fmt: skip

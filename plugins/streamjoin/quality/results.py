@@ -1,7 +1,9 @@
 """Check results and quarantine markers as plain JSON files inside the day partition.
 
-A partition ``.../date=YYYY-MM-DD/`` gets ``_CHECK_RESULT.json`` (the latest :class:`CheckResult`) and,
-when a blocking check failed, ``_QUARANTINED`` (JSON: the reason). Spark and Parquet readers skip names
+A partition ``.../date=YYYY-MM-DD/`` gets ``_CHECK_RESULT.json`` (the latest :class:`CheckResult` of its data)
+and, when a blocking check failed, ``_QUARANTINED`` (JSON: the reason). A published day whose recomputation
+failed its check keeps its data and its ``_CHECK_RESULT.json``, and gets that failed check as
+``_FAILED_RECHECK.json`` (until a new version of the day is swapped in). Spark and Parquet readers skip names
 starting with ``_``, so neither file disturbs the data. Stdlib only: the status page and the reprocessing
 DAG read these without GX or Spark.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import urllib.parse
 import urllib.request
@@ -20,6 +23,8 @@ from typing import Any
 
 RESULT_FILE = "_CHECK_RESULT.json"
 QUARANTINE_FILE = "_QUARANTINED"
+#: the failed check of a recomputation of a published day, which was dropped (the day keeps its version)
+RECHECK_FILE = "_FAILED_RECHECK.json"
 #: the outcome a day without output rows fails on (its other checks are not run)
 ROW_COUNT = "row_count"
 
@@ -103,6 +108,11 @@ class CheckResult:
         raise KeyError(name)
 
     @property
+    def dag_run_id(self) -> str:
+        """The Airflow run that checked (``run_id`` without the ``-try<n>`` the operators add)."""
+        return re.sub(r"-try\d+$", "", self.run_id) or "an unknown run"
+
+    @property
     def failed(self) -> list[ExpectationOutcome]:
         return [e for e in self.expectations if not e.success]
 
@@ -162,6 +172,21 @@ def read_check_result(partition_path: str | Path) -> CheckResult | None:
     if not path.exists():
         return None
     return CheckResult.from_dict(json.loads(path.read_text()))
+
+
+def write_failed_recheck(result: CheckResult, partition_path: str | Path) -> Path:
+    """Save a failed check of a recomputation of the published day ``partition_path`` beside it
+    (``_FAILED_RECHECK.json``): the day's data and ``_CHECK_RESULT.json`` stay those of its published version."""
+    path = Path(partition_path) / RECHECK_FILE
+    _write_atomic(path, result.to_json())
+    return path
+
+
+def read_failed_recheck(partition_path: str | Path) -> CheckResult | None:
+    """The failed check of the day's latest recomputation, if it was dropped (None: there was none since the
+    published version was swapped in)."""
+    path = Path(partition_path) / RECHECK_FILE
+    return CheckResult.from_dict(json.loads(path.read_text())) if path.exists() else None
 
 
 def latest_check_result(output_path: str | Path) -> CheckResult | None:

@@ -46,13 +46,21 @@ from streamjoin.quality.results import (
     QUARANTINE_FILE,
     CheckResult,
     is_quarantined,
+    read_check_result,
     release_quarantine,
     write_check_result,
+    write_failed_recheck,
 )
 
 
 def _true(value: Any) -> bool:
     return value is True or str(value).strip().lower() in ("true", "1", "yes")
+
+
+def _reason(value: Any) -> str | None:
+    """A rendered free-text field: None when empty or not given."""
+    text = "" if value is None else str(value).strip()
+    return None if text in ("", "None") else text
 
 
 def day_targets(spec: PipelineSpec, day: Any) -> list[tuple[str, str]]:
@@ -141,19 +149,24 @@ class CheckAndPublishDayOperator(DataQualityOperator):
     :param day: ``YYYY-MM-DD`` (templated)
     :param data_docs_dir: root of the Data Docs (templated)
     :param force: publish even if a blocking check fails (recorded in ``_FORCED.json``) (templated)
+    :param force_reason: why, in the user's words (recorded with ``force``) (templated)
     :param dry_run: the reprocessing was a dry run: nothing staged, this task is skipped (templated)
     :param kafka_conn_id: the cluster whose left input records of the day the completeness check counts
         (:func:`counts_left_records`) (templated)
     """
 
-    template_fields: Sequence[str] = (*DataQualityOperator.template_fields, "force", "count_only", "kafka_conn_id")
+    template_fields: Sequence[str] = (
+        *DataQualityOperator.template_fields, "force", "force_reason", "count_only", "kafka_conn_id",
+    )  # fmt: skip
 
     def __init__(
         self, *, spec_path: str, day: str, data_docs_dir: str, force: bool | str = False,
-        dry_run: bool | str = False, kafka_conn_id: str = "streamjoin_kafka_default", **kwargs: Any,
+        dry_run: bool | str = False, kafka_conn_id: str = "streamjoin_kafka_default", force_reason: str | None = None,
+        **kwargs: Any,
     ) -> None:  # fmt: skip
         super().__init__(spec_path=spec_path, day=day, partition_path="", data_docs_dir=data_docs_dir, **kwargs)
         self.force, self.count_only, self.kafka_conn_id = force, dry_run, kafka_conn_id
+        self.force_reason = force_reason
 
     def execute(self, context: Any) -> dict[str, Any]:
 
@@ -220,7 +233,11 @@ class CheckAndPublishDayOperator(DataQualityOperator):
             if was_quarantined:  # the newest verdict on the day, kept beside its (older) data
                 write_check_result(result, published)
                 return f"the day stays quarantined at {published}; nothing republished{again}"
-            return f"the published day {published} stays as it was; the new computation was dropped{again}"
+            # the day keeps its version; its latest check (this one) is recorded beside it for the pages
+            kept = read_check_result(published)
+            write_failed_recheck(result, published)
+            version = f" (the version of run {kept.dag_run_id})" if kept is not None else ""
+            return f"the published day {published} stays as it was{version}; the new computation was dropped{again}"
         for staged, target in targets:
             swap_in(storage, staged, target)
         write_check_result(result, published)
@@ -240,6 +257,7 @@ class CheckAndPublishDayOperator(DataQualityOperator):
             day=result.day, dag_id=dag_id, run_id=run_id,
             user=getattr(dag_run, "triggering_user_name", None), failed=result.blocking_failed,
             summary=result.summary(), at=datetime.now(UTC).isoformat(timespec="seconds"),
+            reason=_reason(self.force_reason),
         )  # fmt: skip
         path = record_forced(storage, str(published), record)
         self.log.warning("%s %s published with force over a failed check (%s); recorded in %s",

@@ -49,7 +49,9 @@ class DataQualityOperator(BaseOperator):
     :param target: ``enriched`` (the joined output) or ``aggregate``
     :param left_input_count: left input records of the day, for ``left_records_complete`` (templated)
     :param data_docs_dir: root of the Data Docs; each run gets ``<pipeline>/<target>/<day>/<run>/`` (templated)
-    :param data_docs_base_url: URL under which ``data_docs_dir`` is served, for links in alerts (templated)
+    :param data_docs_base_url: URL under which ``data_docs_dir`` is served, for links in alerts and logs; default
+        for the directory the plugin serves (``var/data_docs``): its route under Airflow's ``[api] base_url``
+        (:func:`streamjoin.airflow.ui_paths.data_docs_base_url`) (templated)
     :param suite_path: suite file; default: the spec's ``quality.suite``, else
         ``include/expectations/<pipeline>.yaml`` beside the spec (templated)
     :param smtp_conn_id: SMTP connection for alerts (needs ``alert_to``)
@@ -161,7 +163,7 @@ class DataQualityOperator(BaseOperator):
         ti = context.get("ti")
         run_name = f"{context.get('run_id') or 'manual'}-try{getattr(ti, 'try_number', 0)}"
         docs_root = resolve(self.data_docs_dir)
-        base_url = self.data_docs_base_url
+        base_url = self.data_docs_base_url or _plugin_docs_url(docs_root)
         self.log.info("validating %s (%d checks from %s)", partition, len(plan.checks), suite_file)
         result = check_partition(
             self._session(),
@@ -204,6 +206,13 @@ def _optional_int(value: int | str | None) -> int | None:
     if value is None or value == "" or value == "None":
         return None
     return int(value)
+
+
+def _plugin_docs_url(docs_root: Path) -> str | None:
+    """The plugin's Data Docs route when ``docs_root`` is the directory it serves, else None."""
+    from streamjoin.airflow.ui_paths import DATA_DOCS_DIR, data_docs_base_url
+
+    return data_docs_base_url() if docs_root.resolve() == resolve(DATA_DOCS_DIR).resolve() else None
 
 
 def _served(url: str, docs_root: Path, base_url: str) -> str:

@@ -183,7 +183,7 @@ class ReprocessDayOperator(SpecLineageMixin, BaseOperator):
         self._launcher: Any = None
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+        from airflow.sdk.exceptions import AirflowSkipException
 
         from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
 
@@ -204,8 +204,10 @@ class ReprocessDayOperator(SpecLineageMixin, BaseOperator):
         if lock is not None:
             try:
                 lock.acquire(*run, run_is_active(context))
-            except DayBusy as exc:
-                raise AirflowFailException(str(exc)) from None
+            except DayBusy as exc:  # that run does the day: nothing for the team to act on
+                from streamjoin.airflow.notifiers import RequestRefused
+
+                raise RequestRefused(str(exc)) from None
         try:
             outcome = self._reprocess(context, spec, plan, kafka, dry_run=dry_run, stage=stage)
         except BaseException:
