@@ -29,7 +29,8 @@ from matrix_cases import MATRIX, Case, Cell, cases
 from scenario_loader import Scenario, load_scenarios
 from streamjoin.core.ordering import processing_order
 from streamjoin.core.reference import ReferenceEngine
-from streamjoin.core.shapes import Role, Shape
+from streamjoin.core.semantics.common import hashable
+from streamjoin.core.shapes import SHAPES, Role, Shape
 from streamjoin.core.spec import parse_spec
 
 pytestmark = pytest.mark.kafka_streams
@@ -121,6 +122,44 @@ def test_every_scenario_on_the_kernels_rules(scenario: Scenario, scenario_runs: 
     for run, output in zip(runs[1:], outputs[1:], strict=True):
         why = _differs(run, output, _expected(run))
         assert why is None, f"{scenario.name}: {why}"
+
+
+#: cells whose aggregate may emit per batch (after a stream-producing join: Spark's per-batch emit)
+PER_BATCH = [cell for cell in MATRIX if cell.agg is not None and not SHAPES[cell.shape].table_result]
+
+
+@pytest.mark.parametrize("cell", PER_BATCH, ids=str)
+def test_a_per_batch_aggregate_emits_each_groups_last_change_of_each_batch(cell: Cell) -> None:
+    """With ``emit: per_batch``, in every batch each group's update is its last per-change update of that batch
+    (whose exactness the cells above check), once; each key's records in order on each topic (the order Kafka
+    keeps), the join results unchanged."""
+    runs = []
+    for case in cases(cell):
+        spec, functions = case.spec()
+        data = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+        data["aggregate"]["emit"] = "per_batch"
+        runs.append(batch_order_run(parse_spec(data, spec.name), functions, case.records, partitions=PARTITIONS,
+                                    seed=case.seed, max_batch=4))  # fmt: skip
+    differing = []
+    for run, output in zip(runs, kernel_replay(runs), strict=True):
+        engine = ReferenceEngine(run.spec, run.functions)
+        expected: list[Any] = []
+        for batch in run.batches:  # contiguous cuts of the processing order: replayed one after the other
+            changes = [row for row in engine.replay(batch) if row.topic != run.spec.dead_letter_topic]
+            last = {hashable(row.key): i for i, row in enumerate(changes) if row.topic == engine.aggregate_topic}
+            expected += [row for i, row in enumerate(changes)
+                         if row.topic != engine.aggregate_topic or last[hashable(row.key)] == i]  # fmt: skip
+        if output.error is not None or _by_key(expected) != _by_key(output.emitted):
+            differing.append(_differs(run, output, expected))
+    assert len(runs) == 60 and not differing, f"{cell}: {len(differing)} runs differ; the first:\n{differing[0]}"
+
+
+def _by_key(rows: list[Any]) -> dict[tuple[str, Any], list[tuple[Any, int]]]:
+    keyed: dict[tuple[str, Any], list[tuple[Any, int]]] = {}
+    for row in rows:
+        if not dict(row.headers).get("reason"):
+            keyed.setdefault((row.topic, hashable(row.key)), []).append((hashable(row.value), row.ts))
+    return keyed
 
 
 def _task_case(case: Case, run: KernelRun, task: int) -> Case:
