@@ -1,5 +1,6 @@
-"""Daily backfill per pipeline: once the stream's watermark passed day end + grace, recompute the day with the
-streaming job's code; a pipeline with a quality suite has it checked (``check_quality``) and published as
+"""Daily backfill per pipeline. **Unpause it** (with the pipeline's own DAG) to have each past day published:
+once the stream's watermark passed day end + grace, it recomputes the day with the streaming job's code; a
+pipeline with a quality suite has it checked (``check_quality``) and published as
 ``<output files>/daily/date=D/`` only if it passes, which is when the day's asset event is recorded. A failed
 check alerts (the pipeline's ``alerts:``, else ``include/alerts.yaml``) and quarantines the day. A day whose
 input topics hold no record of it is skipped with a warning.
@@ -9,6 +10,9 @@ runs every day from there (days before the topics' first record are skipped chea
 ``airflow backfill create --dag-id streamjoin_backfill_<pipeline> --from-date 2026-11-20 --to-date 2026-11-22``
 (its runs stay queued while the DAG is paused: unpause it). Waiting for the watermark is deferred to the
 triggerer (no worker slot held); the logs give times in UTC.
+
+Airflow names each run after the end of its day (``scheduled__2026-11-25T00:00:00+00:00`` processes 2026-11-24):
+the run's note and its data interval start name the day it processes.
 """
 
 from datetime import datetime, timedelta
@@ -34,7 +38,8 @@ for _path in spec_paths():
     _start = _spec.backfill.start
     with DAG(
         f"streamjoin_backfill_{_spec.name}",
-        description=f"Recompute, check and publish each past day of {_spec.name} once the stream passed it",
+        description=f"Unpause to publish {_spec.name}'s days: recomputes, checks and publishes each past day once "
+        "the stream passed it",
         schedule=CronDataIntervalTimetable("0 0 * * *", timezone="UTC"),
         start_date=datetime(_start.year, _start.month, _start.day) if _start else ANCHOR,
         catchup=_start is not None,

@@ -1,5 +1,6 @@
-"""Manually triggered: stop a pipeline's streaming join gracefully (after its current batch), and with
-``redeploy`` start the current code/spec again from the same checkpoint.
+"""Stop a pipeline's streaming join gracefully (after its current batch), and with ``redeploy`` start the
+current code/spec again from the same checkpoint. Keep this DAG unpaused: the Stream jobs page's Stop and
+Redeploy buttons trigger it (a run of a paused DAG waits until it is unpaused).
 
 Trigger with conf ``{"pipeline": "clicks_per_region", "redeploy": true}``: a pipeline *name* (a spec under
 ``include/pipelines/``), never a path; anything else is refused before anything runs.
@@ -34,7 +35,8 @@ def pipeline_spec_path(params: dict[str, Any] | None = None) -> str:
 
 with DAG(
     "streamjoin_stop_redeploy",
-    description="stop (and optionally redeploy) a streaming join from its checkpoint",
+    description="Keep unpaused: stops (and redeploys) a pipeline's streaming join when the Stream jobs page asks",
+    doc_md=__doc__,
     schedule=None,
     start_date=datetime(2026, 1, 1),
     catchup=False,

@@ -27,8 +27,10 @@ from airflow.dag_processing.dagbag import DagBag
 bag = DagBag(sys.argv[1])
 wiring = {d: {t.task_id: [type(t).__name__, sorted(t.downstream_task_ids)] for t in bag.get_dag(d).tasks}
           for d in bag.dag_ids if d.endswith("_demo")}
+docs = {d: [bag.get_dag(d).description or "", bag.get_dag(d).doc_md or ""] for d in bag.dag_ids}
 print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": sorted(bag.dag_ids),
-                  "wiring": wiring, "pyspark": sorted(m for m in sys.modules if m.split(".")[0] == "pyspark")}))
+                  "wiring": wiring, "pyspark": sorted(m for m in sys.modules if m.split(".")[0] == "pyspark"),
+                  "docs": docs}))
 """
 
 SEED = "clicks_per_region"
@@ -82,6 +84,12 @@ def test_dag_files_parse_without_pyspark() -> None:
     assert out["pyspark"] == [], f"parsing the DAGs imported {out['pyspark']}"
     # every demo DAG wires the seed's tasks: the seed's runs end to end below, the others' tasks in-process
     assert out["wiring"] == {f"streamjoin_{name}_demo": DEMO_WIRING for name in REFERENCE_FUNCTIONS}
+    # each DAG says in the DAG list what it does and whether to unpause it, and in its docs why
+    for dag_id, (description, doc) in out["docs"].items():
+        wanted = "Demo only" if dag_id.endswith("_demo") else "Keep unpaused" if dag_id in (
+            "streamjoin_reprocess", "streamjoin_stop_redeploy") else "Unpause to"  # fmt: skip
+        assert description.startswith(wanted), (dag_id, description)
+        assert ("unpause" in doc.lower()) and len(doc) > 200, (dag_id, doc)
 
 
 #: Python stand-ins for the Spark SQL projections of the example specs: the reference engine computes

@@ -20,6 +20,7 @@ from streamjoin.airflow.actions import (
     csrf_token,
     requested_days,
 )
+from streamjoin.airflow.run_notes import run_note
 from streamjoin.airflow.status_page import DayCheck, JobPage, Link, render_job, render_jobs
 from streamjoin.core.charts import Series, downsample, line_chart, nice_ceiling, segments, sparkline
 from streamjoin.core.job_files import BatchCounts, HistoryEntry, JobStatus, SupervisorRecord
@@ -89,10 +90,39 @@ def test_the_rate_says_which_batch_is_running_rather_than_no_batch() -> None:
     assert recent(entries, 1000.0).text(5, False, (5, 700.0)).startswith("no batch in the last 5 min")
 
 
-def test_markers_are_dashed_lines_with_a_title() -> None:
-    svg = line_chart("r", "R", [Series("a", [(0.0, 1.0)], "#000")], start=0, end=100, markers=[(50.0, "job started")])
-    markers = [e for e in ET.fromstring(svg).iter(f"{SVG}line") if e.attrib.get("class") == "marker"]
-    assert len(markers) == 1 and markers[0].find(f"{SVG}title").text == "job started"  # type: ignore[union-attr]
+def test_markers_are_dashed_lines_with_a_title_and_a_label() -> None:
+    svg = line_chart("r", "R", [Series("a", [(0.0, 1.0)], "#000")], start=0, end=100,
+                     markers=[(50.0, "job started"), (95.0, "restarted by its owner")])  # fmt: skip
+    root = ET.fromstring(svg)
+    markers = [e for e in root.iter(f"{SVG}line") if e.attrib.get("class") == "marker"]
+    assert len(markers) == 2 and markers[0].find(f"{SVG}title").text == "job started"  # type: ignore[union-attr]
+    texts = [e for e in root.iter(f"{SVG}text") if e.attrib.get("class") == "marker-label"]
+    labels = [(e.text, e.attrib["text-anchor"]) for e in texts]
+    assert labels == [("job started", "start"), ("restarted by its owner", "end")]  # the last one inside the chart
+
+
+def test_the_processed_line_is_dashed_over_the_input_line() -> None:
+    same = [(10.0, 5.0), (20.0, 5.0)]
+    svg = line_chart("rates", "R", [Series("input", same, "#00f"), Series("processed", same, "#f80", dashed=True)],
+                     start=0, end=30)  # fmt: skip
+    lines = [(g.attrib["data-series"], g.find(f"{SVG}polyline").attrib.get("stroke-dasharray"))  # type: ignore[union-attr]
+             for g in ET.fromstring(svg).iter(f"{SVG}g")]  # fmt: skip
+    assert lines == [("input", None), ("processed", "6 4")]  # drawn in this order: processed on top, dashed
+
+
+def test_a_restarted_job_with_no_batch_yet_says_starting_not_idle() -> None:
+    from streamjoin.core.job_files import DriverRecord
+
+    view = job_view(
+        "clicks", status=JobStatus(
+            pipeline="clicks", batch_id=7, written_at=NOW - 1080, last_batch_time="t", run_id="r",
+            end_offsets={"clicks-topic": {"0": 70}}),
+        driver=DriverRecord(pid=1, pgid=1, started_at=NOW - 40), supervisor=SupervisorRecord(), failure=None,
+        history=_entries({"t": NOW - 1080, "batch_id": 7, "run_id": "r", "input_records": 70}), alive=True,
+        stopped=False, latest={"clicks-topic": {0: 70}}, planned=None, policy=Policy(), now=NOW,
+    )  # fmt: skip
+    assert view.state == "starting"
+    assert view.recent_text == "starting: no batch since the job started 40 s ago (last batch 18 min ago, before it)"
 
 
 def test_downsampling_keeps_each_bucket_s_extremes() -> None:
@@ -234,11 +264,12 @@ def test_actions_become_runs_of_the_stop_redeploy_and_reprocess_dags() -> None:
         REPROCESS_DAG, {"pipeline": "clicks", "start": "2026-11-23", "end": "2026-11-23", "overwrite": True,
                         "dry_run": False},
     )  # fmt: skip
-    assert day.note == "Reprocess clicks 2026-11-23 (Stream jobs page)"
+    assert day.note == "Reprocess clicks 2026-11-23; from the Stream jobs page"
     days = action_request("reprocess", "clicks", "2026-11-20", today, end="2026-11-23", force=True, reason=" late ")
     assert days.conf == {"pipeline": "clicks", "start": "2026-11-20", "end": "2026-11-23", "overwrite": True,
                          "dry_run": False, "force": True, "reason": "late"}  # fmt: skip
-    assert days.note == "Reprocess clicks 2026-11-20 to 2026-11-23 (Stream jobs page), with force: late"
+    assert days.note == "Reprocess clicks 2026-11-20 to 2026-11-23, with force: late; from the Stream jobs page"
+    assert stop.note == "Stop clicks; from the Stream jobs page"
     assert requested_days(days.conf) == [date(2026, 11, d) for d in (20, 21, 22, 23)]
     for bad in (None, "", "2026-11-24", "2026-13-01", "23/11/2026", "\uff12\uff10\uff12\uff16-11-23", "2026-11-23; rm"):
         with pytest.raises(ActionError):
@@ -254,6 +285,21 @@ def test_actions_become_runs_of_the_stop_redeploy_and_reprocess_dags() -> None:
             action_request("reprocess", "clicks", start, today, end=end, force=force, reason=why)
     with pytest.raises(ActionError, match="unknown action"):
         action_request("delete", "clicks", None, today)
+
+
+def test_runs_of_the_shipped_dags_get_a_note_naming_their_days() -> None:
+    from datetime import UTC, datetime
+
+    # Airflow names a daily backfill run after the end of its day: the note names the day it processes
+    start = datetime(2026, 11, 24, tzinfo=UTC)
+    assert run_note("streamjoin_backfill_clicks", start, None) == (
+        "Day 2026-11-24 (UTC) of clicks: recomputed, checked, published if it passes")
+    conf = {"pipeline": "clicks", "start": "2026-11-20", "end": "2026-11-20", "overwrite": True}
+    assert run_note("streamjoin_reprocess", None, conf) == "Reprocess clicks 2026-11-20"
+    assert run_note("streamjoin_reprocess", None, {**conf, "end": "2026-11-22", "force": True, "reason": "ok"}) == (
+        "Reprocess clicks 2026-11-20 to 2026-11-22, with force: ok")
+    assert run_note("streamjoin_stop_redeploy", None, {"pipeline": "clicks", "redeploy": True}) == "Redeploy clicks"
+    assert run_note("streamjoin_clicks", start, {}) is None and run_note("other_dag", start, conf) is None
 
 
 def test_the_csrf_token_is_bound_to_the_session() -> None:

@@ -57,14 +57,10 @@ class ActionRequest:
 
     @property
     def note(self) -> str:
-        """The run's note in Airflow's UI: what it does to which pipeline, which days."""
-        pipeline = self.conf["pipeline"]
-        if self.dag_id != REPROCESS_DAG:
-            return f"{self.action.capitalize()} {pipeline} (Stream jobs page)"
-        start, end = self.conf["start"], self.conf["end"]
-        days = start if start == end else f"{start} to {end}"
-        forced = f", with force: {self.conf['reason']}" if self.conf.get("force") else ""
-        return f"Reprocess {pipeline} {days} (Stream jobs page){forced}"
+        """The run's note in Airflow's UI: what it does to which pipeline, which days, from where."""
+        from streamjoin.airflow.run_notes import run_note
+
+        return f"{run_note(self.dag_id, None, self.conf) or self.action}; from the Stream jobs page"
 
 
 def action_request(

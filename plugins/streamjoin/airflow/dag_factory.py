@@ -52,10 +52,9 @@ def pipeline_dag(spec_path: str, *, dag_id: str | None = None, demo: bool = Fals
     }
     with DAG(
         dag_id or f"streamjoin_{spec.name}" + ("_demo" if demo else ""),
-        description=spec.description or f"streamjoin pipeline {spec.name}",
-        tags=["streamjoin", spec.join.shape.value],
-        doc_md=f"Join `{spec.join.left}` {spec.join.kind.value}-{spec.join.shape.value} `{spec.join.right}` "
-        f"from `{spec_path}`.",
+        description=_description(spec, demo),
+        tags=["streamjoin", spec.join.shape.value] + (["demo"] if demo else []),
+        doc_md=_doc(spec, spec_path, demo),
         default_args=default_args,
         **dag_kwargs,
     ) as dag:
@@ -76,6 +75,37 @@ def pipeline_dag(spec_path: str, *, dag_id: str | None = None, demo: bool = Fals
                 watch=3600, poll=10, retries=0,
             )  # fmt: skip
     return dag
+
+
+def _description(spec: PipelineSpec, demo: bool) -> str:
+    """The line the DAG list shows: what the DAG does, and whether to unpause it."""
+    what = spec.description or f"{spec.join.left} {spec.join.kind.value}-{spec.join.shape.value} {spec.join.right}"
+    if demo:
+        return f"Demo only, resets {spec.name} (topics, checkpoint, output): trigger it to try the pipeline; {what}"
+    return f"Unpause to run {spec.name}: provisions its topics, runs and owns its streaming join; {what}"
+
+
+def _doc(spec: PipelineSpec, spec_path: str, demo: bool) -> str:
+    """The DAG's documentation: what it does, whether to unpause it, where to watch it."""
+    join = (f"`{spec.join.left}` {spec.join.kind.value}-{spec.join.shape.value} `{spec.join.right}` from "
+            f"`{spec_path}`")  # fmt: skip
+    if demo:
+        return (
+            f"**Demo of pipeline `{spec.name}`** ({join}): deletes the pipeline's topics, checkpoint and output, "
+            "provisions the topics, produces its sample data on yesterday (UTC), runs the join until the sample is "
+            "processed, reprocesses and checks the day and reports the output's final table.\n\n"
+            "**Do not run it on a pipeline you use:** it starts from nothing. To try it, unpause and trigger it "
+            "(`make demo` runs the seed's with `airflow dags test`); it has no schedule: unpaused, it runs nothing "
+            "by itself."
+        )
+    return (
+        f"**Pipeline `{spec.name}`**: {join}. Provisions the pipeline's topics, starts its streaming job and owns "
+        "it (`own_job`): restarts it when it dies or hangs, alerts when it lags or fails for good. One continuous "
+        "run at a time.\n\n"
+        "**Unpause it to run the pipeline.** Watch it under Browse > Stream jobs. Pausing it does not stop the "
+        "job: press Stop on its Stream jobs page (or trigger `streamjoin_stop_redeploy`) first. Each past day is "
+        f"checked and published by `streamjoin_backfill_{spec.name}` (unpause that one too)."
+    )
 
 
 def _check_demo_day(spec: PipelineSpec, spec_path: str) -> tuple[BaseOperator, BaseOperator]:

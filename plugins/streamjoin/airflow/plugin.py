@@ -11,7 +11,9 @@ external view:
   and ``/api/jobs/<pipeline>/history`` as JSON;
 * ``POST /jobs/<pipeline>/actions/{stop,redeploy,reprocess}``: a run of the stop/redeploy or reprocess DAG
   (:mod:`streamjoin.airflow.actions`);
-* ``/metrics``: Prometheus text (:mod:`streamjoin.core.metrics`).
+* ``/metrics``: Prometheus text (:mod:`streamjoin.core.metrics`);
+
+and a listener that notes on each run of the shipped DAGs the day(s) it processes (:mod:`streamjoin.airflow.run_notes`).
 
 Everything is read from the files next to each checkpoint (:mod:`streamjoin.core.job_files`) and the input
 topics' end offsets (through the Kafka connection, security settings included): no Spark.
@@ -41,6 +43,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from streamjoin.airflow import run_notes
 from streamjoin.airflow.actions import (
     ACTION_DAGS,
     REPROCESS_DAG,
@@ -478,6 +481,8 @@ def metrics(user: GetUserDep) -> PlainTextResponse:
 class StreamJoinPlugin(AirflowPlugin):
     name = "streamjoin"
     fastapi_apps = [{"app": app, "url_prefix": PREFIX, "name": "Stream jobs"}]
+    #: notes naming the day(s) each run of the shipped DAGs processes (:mod:`streamjoin.airflow.run_notes`)
+    listeners = [run_notes]
     external_views = [
         {"name": "Stream jobs", "href": f"{PREFIX}/jobs", "destination": "nav", "category": "browse",
          "url_route": UI_ROUTE},

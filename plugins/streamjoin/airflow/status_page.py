@@ -34,7 +34,8 @@ STYLE = (
     ".quality.forced{color:#fff;background:#c60;padding:.1em .4em;border-radius:3px;font-weight:bold}"
     ".quality.not-checked{color:#c80}.charts{display:flex;flex-wrap:wrap;gap:1em}svg.chart{border:1px solid #ddd;"
     "background:#fff}svg .title{font-size:12px;font-weight:bold}svg .axis,svg .legend{font-size:10px}"
-    "svg .grid{stroke:#eee}svg .marker{stroke:#c00;stroke-dasharray:4 3}svg .empty{font-size:12px;fill:#999}"
+    "svg .grid{stroke:#eee}svg .marker{stroke:#c00;stroke-dasharray:4 3}svg .marker-label{font-size:9px;fill:#c00}"
+    "svg .empty{font-size:12px;fill:#999}"
     "form{display:inline-block;margin-right:1em}.notice{background:#eef7ee;border:1px solid #9c9;padding:.5em}"
     ".notice.refused{background:#fdf3e7;border-color:#d9a25f}"
     "ul.links li{margin:.2em 0}th{background:#f6f6f6}"
@@ -207,10 +208,11 @@ def charts(history: Sequence[HistoryEntry], now: float, hours: float, restarts: 
     marks = [(t, "job started") for t in job_starts(history)] + [(t, "restarted by its owner") for t in restarts]
     gaps = breaks(history)
 
-    def one(label: str, field: str, color: str, scale: float = 1.0) -> list[Series]:
-        return [Series(label, series(history, field, scale), COLORS[color], gaps)]
+    def one(label: str, field: str, color: str, scale: float = 1.0, dashed: bool = False) -> list[Series]:
+        return [Series(label, series(history, field, scale), COLORS[color], gaps, dashed)]
 
-    rates = [*one("input", "input_rps", "input"), *one("processed", "processed_rps", "processed")]
+    # processed is dashed over input: caught up, both have the same values and one line would hide the other
+    rates = [*one("input", "input_rps", "input"), *one("processed", "processed_rps", "processed", dashed=True)]
     spec = [
         ("rates", "Records per second", rates),
         ("lag", "Lag (records left on the inputs)", one("lag", "lag", "lag")),

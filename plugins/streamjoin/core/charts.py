@@ -16,12 +16,14 @@ Point = tuple[float, float]
 @dataclass(frozen=True)
 class Series:
     """One line: its name (legend, ``data-series``), its ``(t epoch s, value)`` points and colour;
-    ``breaks``: times where the line starts anew (nothing is drawn across the gap before them)."""
+    ``breaks``: times where the line starts anew (nothing is drawn across the gap before them); ``dashed``: drawn
+    dashed over the lines before it, so a line with the same values (processed = input) does not hide one."""
 
     label: str
     points: Sequence[Point]
     color: str
     breaks: Sequence[float] = ()
+    dashed: bool = False
 
 
 def segments(points: Sequence[Point], breaks: Sequence[float]) -> list[list[Point]]:
@@ -97,7 +99,8 @@ def line_chart(
 ) -> str:
     """An ``<svg class="chart" data-chart=name data-points=N>``: per series a polyline for each stretch
     between its breaks over ``[start, end]`` (y from 0 to a round maximum), dots where there are few points,
-    dashed vertical ``markers`` (time, label), axis labels in UTC; "no data" without points."""
+    dashed vertical ``markers`` (time, label: shown beside the line's top, and as its tooltip), axis labels in
+    UTC; "no data" without points."""
     left, right, top, bottom = 52, 10, 22, 22
     plot_w, plot_h = width - left - right, height - top - bottom
     end = max(end, start + 1)
@@ -130,17 +133,25 @@ def line_chart(
             mx = x(t)
             parts.append(f"<line x1='{mx:.1f}' y1='{top}' x2='{mx:.1f}' y2='{top + plot_h}' class='marker'>"
                          f"<title>{escape(label)}</title></line>")  # fmt: skip
+            # the label beside the line, on the side with room for it
+            side, anchor = (mx + 3, "start") if mx < left + plot_w * 0.75 else (mx - 3, "end")
+            parts.append(f"<text x='{side:.1f}' y='{top + 9}' text-anchor='{anchor}' class='marker-label'>"
+                         f"{escape(label)}</text>")  # fmt: skip
     legend_x = width - right
-    for s, points in reversed(shown):
+    for s, _ in reversed(shown):  # the legend from the right, the first series leftmost
         legend_x -= 8 + 7 * len(s.label)
         parts.append(f"<text x='{legend_x}' y='14' fill='{escape(s.color)}' class='legend'>{escape(s.label)}</text>")
+    for s, points in shown:  # the lines in order: a later (dashed) one over the earlier ones
         parts.append(f"<g data-series='{escape(s.label)}' data-points='{len(points)}'>")
         for stretch in segments(points, s.breaks):
             coords = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in stretch)
-            parts.append(f"<polyline points='{coords}' fill='none' stroke='{escape(s.color)}' stroke-width='2'/>")
+            dash = " stroke-dasharray='6 4'" if s.dashed else ""
+            parts.append(f"<polyline points='{coords}' fill='none' stroke='{escape(s.color)}' stroke-width='2'{dash}/>")
         parts.append("</g>")
-        if len(points) <= 60:
-            parts += [f"<circle cx='{x(t):.1f}' cy='{y(v):.1f}' r='2.5' fill='{escape(s.color)}'/>" for t, v in points]
+        if len(points) <= 60:  # (a dashed series' dots are smaller: an earlier series' dot shows around them)
+            radius = 1.5 if s.dashed else 2.5
+            parts += [f"<circle cx='{x(t):.1f}' cy='{y(v):.1f}' r='{radius}' fill='{escape(s.color)}'/>"
+                      for t, v in points]  # fmt: skip
     if not n_points:
         parts.append(f"<text x='{left + plot_w / 2:.0f}' y='{top + plot_h / 2:.0f}' text-anchor='middle' "
                      "class='empty'>no data in this period</text>")  # fmt: skip

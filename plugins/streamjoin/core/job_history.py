@@ -70,11 +70,18 @@ class Recent:
     def rows_per_second(self) -> float:
         return self.records / self.seconds if self.seconds > 0 else 0.0
 
-    def text(self, lag: int | None, running: bool = True, in_progress: tuple[int, float] | None = None) -> str:
+    def text(
+        self, lag: int | None, running: bool = True, in_progress: tuple[int, float] | None = None,
+        starting: float | None = None,
+    ) -> str:  # fmt: skip
         """For a person: the rate over the window; without a batch in it, the batch in progress
-        (``(batch id, seconds it has run)``) if there is one, ``idle`` if the job runs and nothing waits
-        (``lag`` 0; None: unknown), else how long since the last batch."""
+        (``(batch id, seconds it has run)``) if there is one, that the job is starting (``starting``: seconds since
+        its driver started, no batch committed since: the last batch, if any, is an earlier run's), ``idle`` if
+        the job runs and nothing waits (``lag`` 0; None: unknown), else how long since the last batch."""
         minutes = f"{self.seconds / 60:g} min"
+        if starting is not None and in_progress is None:
+            before = "" if self.last_batch_age is None else f" (last batch {_age(self.last_batch_age)} ago, before it)"
+            return f"starting: no batch since the job started {_age(starting)} ago{before}"
         if self.batches:
             return (f"{self.rows_per_second:,.1f} rows/s over the last {minutes} "
                     f"({self.records:,} rows, {self.batches} batch{'es' if self.batches != 1 else ''})")  # fmt: skip

@@ -142,6 +142,9 @@ def job_view(
     running = state in RUNNING
     in_progress = None if planned is None or not running else (planned[0], max(0.0, now - planned[1]))
     hour = [e for e in history if now - e.t <= TREND_SECONDS]
+    # no batch of this driver yet: the history's last batch is an earlier run's, not "idle: caught up"
+    began = driver.started_at if driver is not None else None
+    starting = max(0.0, now - began) if state == State.STARTING.value and began is not None else None
     return JobView(
         pipeline=pipeline, state=state, reason=reason, lag=lags,
         batch_id=status.batch_id if status else None, last_batch_time=status.last_batch_time if status else None,
@@ -149,7 +152,7 @@ def job_view(
         input_rps=status.input_rps if status else None, processed_rps=status.processed_rps if status else None,
         totals=status.totals if status else BatchCounts(), restarts=tuple(supervisor.restarts),
         gave_up_at=supervisor.gave_up_at, failure=failed, recent=activity,
-        recent_text=activity.text(sum(lags.values()) if lags else None, running, in_progress) if started
+        recent_text=activity.text(sum(lags.values()) if lags else None, running, in_progress, starting) if started
         else NOT_STARTED,
         in_progress=in_progress, spark_ui=status.spark_ui if status else None, alive=alive,
         trend=tuple(series(hour, "input_rps")), trend_breaks=tuple(breaks(hour)),

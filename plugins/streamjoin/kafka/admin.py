@@ -104,9 +104,17 @@ class ProvisionReport:
         }
 
 
+#: librdkafka's syslog level for admin clients: notices and worse. Its informational lines are not news: each
+#: client destroyed after a multi-partition ListOffsets logs "BGQUEUE ... Purging 1 unserved events from
+#: background queue" (level 6) on stderr, which Airflow's triggerer and task logs show as [error] lines
+ADMIN_LOG_LEVEL = 5
+
+
 def admin_client(admin_config: Mapping[str, Any]) -> AdminClient:
-    """An AdminClient whose socket waits are bounded (librdkafka would otherwise retry for a minute)."""
-    config = {"socket.timeout.ms": 10_000, "socket.connection.setup.timeout.ms": 10_000, **admin_config}
+    """An AdminClient whose socket waits are bounded (librdkafka would otherwise retry for a minute) and that
+    logs notices and worse (:data:`ADMIN_LOG_LEVEL`)."""
+    config = {"socket.timeout.ms": 10_000, "socket.connection.setup.timeout.ms": 10_000,
+              "log_level": ADMIN_LOG_LEVEL, **admin_config}  # fmt: skip
     return AdminClient(config)
 
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+import subprocess
+import threading
+from typing import IO
 
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
@@ -18,9 +23,15 @@ def build_session(
     shuffle_partitions: int = 4,
     with_kafka: bool = True,
     extra_conf: dict[str, str] | None = None,
+    jvm_log: logging.Logger | None = None,
 ) -> SparkSession:
     """One place that creates the session. ``master`` only for tests and local tools; jobs get it from
-    spark-submit."""
+    spark-submit.
+
+    :param jvm_log: when this process starts the JVM (no spark-submit around it), the JVM's stderr goes to this
+        logger, each line at its own level (:func:`relay_jvm_stderr`), not to the process's stderr: Airflow
+        logs a task's stderr as errors, Spark's WARN and INFO lines included
+    """
     os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON") or _venv_python())
     builder = SparkSession.builder.appName(app_name)
     if master:
@@ -58,9 +69,58 @@ def build_session(
             conf["spark.jars"] = ",".join(jars)
     for key, value in conf.items():
         builder = builder.config(key, value)
+    if jvm_log is not None:
+        _start_jvm(conf, master, app_name, jvm_log)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+#: a log4j line of Spark's console layout: ``26/11/27 12:16:35 WARN SparkSession: ...``
+_LOG4J = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
+#: the first line of a Java exception a log4j line goes on with: ``java.lang.IllegalStateException: ...``
+_EXCEPTION = re.compile(r"^([a-z_$][\w$]*\.)+[\w$]*(Exception|Error|Throwable)\b")
+_LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+           "ERROR": logging.ERROR, "FATAL": logging.CRITICAL}  # fmt: skip
+
+
+def jvm_line_level(line: str, previous: int) -> int:
+    """The level of a line the JVM wrote on stderr: its log4j level; a stack trace's or message's continuation
+    (an exception's first line, indented, ``Caused by``) that of the line before; the JVM's own notices
+    (``WARNING: ...``) a warning; anything else (Spark's banner, ``Picked up ...``) info."""
+    found = _LOG4J.match(line)
+    if found:
+        return _LEVELS[found.group(1)]
+    if line.startswith(("\t", " ", "Caused by", "... ")) or _EXCEPTION.match(line):
+        return previous
+    return logging.WARNING if line.startswith("WARNING:") else logging.INFO
+
+
+def relay_jvm_stderr(stream: IO[bytes], log: logging.Logger) -> None:
+    """Log each line of ``stream`` at its level (:func:`jvm_line_level`) until it ends."""
+    level = logging.INFO
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", errors="replace").rstrip("\n")
+        level = jvm_line_level(line, level)
+        if line:
+            log.log(level, "%s", line)
+
+
+def _start_jvm(conf: dict[str, str], master: str | None, app_name: str, log: logging.Logger) -> None:
+    """Start the JVM as ``SparkSession.builder`` would (the same settings on spark-submit's command line), its
+    stderr relayed to ``log``; nothing when a JVM is there already (spark-submit, an earlier session)."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    settings = SparkConf()
+    for key, value in {**conf, "spark.app.name": app_name, **({"spark.master": master} if master else {})}.items():
+        settings.set(key, value)
+    gateway = launch_gateway(settings, popen_kwargs={"stderr": subprocess.PIPE})
+    stderr = gateway.proc.stderr
+    threading.Thread(target=relay_jvm_stderr, args=(stderr, log), name="jvm-stderr", daemon=True).start()
+    SparkContext._ensure_initialized(gateway=gateway)
 
 
 def _venv_python() -> str:

@@ -6,6 +6,7 @@ succeeds, so a quarantined day never reaches consumers scheduled on the asset.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
@@ -187,7 +188,8 @@ class DataQualityOperator(BaseOperator):
 
         master = self.spark_master or spark_target(self.spark_conn_id).master
         self._spark = build_session(
-            f"streamjoin-quality-{self.task_id}", master=master, with_kafka=False, extra_conf=self.spark_conf
+            f"streamjoin-quality-{self.task_id}", master=master, with_kafka=False, extra_conf=self.spark_conf,
+            jvm_log=logging.getLogger("streamjoin.spark.jvm"),  # Spark's lines at their level, not as [error]
         )
         return self._spark
 
