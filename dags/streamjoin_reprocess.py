@@ -147,8 +147,8 @@ with DAG(
             description="Publish a day even if its quality check fails (recorded in the day's _FORCED.json)",
         ),
         "reason": Param(
-            "",
-            type="string",
+            None,
+            type=["null", "string"],  # (an empty string field would keep Airflow's form from triggering)
             maxLength=500,
             description="With force: why the days are published over a failed check (recorded with your name)",
         ),

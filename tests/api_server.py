@@ -107,13 +107,16 @@ class ApiServer:
             return exc.code, exc.read().decode()
 
 
-def start_api_server(env: dict[str, str], log_dir: Path, procs: list[subprocess.Popen[bytes]]) -> tuple[str, Path]:
-    """Start ``airflow api-server`` on a free loopback port with ``env`` (appended to ``procs``, for
-    :func:`stop_api_servers`); returns its base URL and log once ``/api/v2/monitor/health`` answers 200.
+def start_api_server(
+    env: dict[str, str], log_dir: Path, procs: list[subprocess.Popen[bytes]], port: int | None = None
+) -> tuple[str, Path]:
+    """Start ``airflow api-server`` on ``port`` (default: a free loopback port) with ``env`` (appended to
+    ``procs``, for :func:`stop_api_servers`); returns its base URL and log once ``/api/v2/monitor/health``
+    answers 200. (A caller that sets ``[api] base_url`` picks the port first.)
 
     :raises AssertionError: it exited or did not answer within 120 s (with the log's tail)
     """
-    port = free_port()
+    port = port or free_port()
     log = log_dir / f"api-server-{port}.log"
     with log.open("wb") as out:
         procs.append(subprocess.Popen(

@@ -45,7 +45,7 @@ def test_reprocess_form_defaults_to_yesterday_and_the_seed_pipeline(dags: dict[s
     values = _validate(dags["streamjoin_reprocess"], {})
     yesterday = (datetime.now(UTC).date() - timedelta(days=1)).isoformat()
     assert (values["pipeline"], values["start"], values["end"]) == ("clicks_per_region", yesterday, yesterday)
-    assert (values["force"], values["reason"], values["dry_run"]) == (False, "", False)
+    assert (values["force"], values["reason"], values["dry_run"]) == (False, None, False)
 
 
 @pytest.mark.parametrize(

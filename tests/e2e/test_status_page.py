@@ -14,9 +14,15 @@ quality suite (match rate >= 0.85) and ``alerts:`` naming a webhook and an SMTP 
 hold a good and a bad past day before today's clicks. Executed by the scheduler: the good day from the
 reprocess DAG's trigger form (checked, published, its asset event); the bad day's backfill run (the backfill
 DAG unpaused in its page, the run created by POST /api/v2/backfills, the call the UI's Backfill form makes)
-whose check fails (both sinks alerted, the day quarantined, no asset event); "Reprocess day" on it from the
-page (fails again, still quarantined with the same data files, alerted again, no asset event). Screenshots go
-to var/screenshots/ and are checked (PNG, size, colours of the charts)."""
+whose check fails (both sinks alerted, the day quarantined, no asset event); then "Reprocess" of the published
+good day from the page under a stricter suite (a reversed range refused on the page and a day not over by the
+form, no run; a second press while it runs answered "already running: run X"): its check fails, the day keeps
+its published files, alerted; both pages then show the day FAILED with "the published version is from run X"
+and its Data Docs (opened in the frame), the pipeline page the bad day quarantined. Every link in the alerts is
+under Airflow's ``[api] base_url`` and opens (logged out: the page or Airflow's login; logged in: 200). The runs
+carry notes naming their days. The runs' task logs hold no error line but the real ones, no librdkafka or
+deprecation noise; the triggerer's none at all. Screenshots go to var/screenshots/ and are checked (PNG, size,
+colours of the charts)."""
 
 from __future__ import annotations
 
@@ -43,7 +49,8 @@ from api_server import ApiServer, copy_test_db, start_api_server, stop_api_serve
 from streamjoin.airflow.operators.supervise import StopStreamJoinOperator, pipeline_files
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.spec import load_spec
-from streamjoin.quality.results import RESULT_FILE, CheckResult, ExpectationOutcome, write_check_result
+from streamjoin.localdev.spark_cluster import free_port
+from streamjoin.quality.results import RECHECK_FILE, RESULT_FILE, CheckResult, ExpectationOutcome, write_check_result
 
 sys.path.insert(0, str(PROJECT_HOME / "tests" / "quality"))
 from quality_sinks import HttpSink, SmtpSink, http_sink, smtp_sink
@@ -96,12 +103,14 @@ def api_server(tmp_path: Path, kafka_bootstrap: str) -> Iterator[Callable[[Path]
         passwords = {"admin": secrets.token_urlsafe(12), "viewer": secrets.token_urlsafe(12)}
         (home / "passwords.json").write_text(json.dumps(passwords))
         host, kafka_port = kafka_bootstrap.split(":")
+        port = free_port()  # Airflow's [api] base_url: what links in alerts and logs are built from
         env = {
             **os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:ADMIN,viewer:VIEWER",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
             "STREAMJOIN_PIPELINES_DIR": str(pipelines), "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
             "AIRFLOW__CORE__PARALLELISM": "4", "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
             # the copied DB may hold these DAGs serialized seconds ago by an earlier test (other pipelines in the
             # reprocess form's enum): Airflow skips a write within this interval (30 s by default)
@@ -116,7 +125,7 @@ def api_server(tmp_path: Path, kafka_bootstrap: str) -> Iterator[Callable[[Path]
             env=env, capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
         assert synced.returncode == 0, synced.stderr[-3000:]
-        url, log = start_api_server(env, tmp_path, procs)
+        url, log = start_api_server(env, tmp_path, procs, port)
         # a scheduler (LocalExecutor) and a triggerer run the pipeline's DAG once it is unpaused; its tasks
         # report to this api-server's execution API, with tokens signed by the same secret
         workers = {**env, "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/"}
@@ -213,6 +222,52 @@ def day_events(server: ApiServer, pipeline: str) -> list[tuple[str | None, str |
                   if e.get("name") == f"streamjoin_{pipeline}_daily")  # fmt: skip
 
 
+#: a librdkafka log line (``%6|1795781845.800|BGQUEUE|rdkafka#producer-22| ... Purging 1 unserved events``)
+LIBRDKAFKA = re.compile(r"%\d\|\d+\.\d+\|[A-Z_]+\|")
+#: the error lines a run's task log has for real: a failed check's failed expectations, a task's failure
+REAL_ERROR = re.compile(r" failed \(error\): observed |Task failed with exception")
+
+
+def levelled(line: str) -> tuple[str, str]:
+    """(level, text) of a log line: a task log's JSON record, or a component's console line (``[error   ]``)."""
+    if line.startswith("{"):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return "", line
+        return str(record.get("level", "")).lower(), f"{record.get('logger', '')}: {record.get('event', '')}"
+    found = re.search(r"\[(debug|info|warning|error|critical)\s*\]", line)
+    return (found.group(1) if found else ""), line
+
+
+def run_by_id(server: ApiServer, dag_id: str, run_id: str) -> dict[str, Any]:
+    status, body = server.get(f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}", "admin")
+    assert status == 200, body
+    return dict(json.loads(body))
+
+
+class _Stay(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:  # a redirect is an answer to look at
+        return None
+
+
+def opens(server: ApiServer, url: str) -> None:
+    """A link people open from an alert: under Airflow's base URL; logged out, a browser gets the page (Airflow's
+    UI, which logs in itself) or a redirect to Airflow's login; logged in, the page (200)."""
+    import urllib.error
+
+    assert url.startswith(server.url + "/"), url
+    request = urllib.request.Request(url, headers={"Accept": "text/html"})
+    try:
+        with urllib.request.build_opener(_Stay()).open(request, timeout=30) as response:
+            status, location = response.status, ""
+    except urllib.error.HTTPError as exc:
+        status, location = exc.code, exc.headers.get("Location") or ""
+    assert status == 200 or (status in (302, 303, 307) and "/auth/login" in location), (url, status, location)
+    status, body = server.get(url[len(server.url) :], "admin")
+    assert status == 200, (url, status, body[:300])
+
+
 def alerts(http: HttpSink, smtp: SmtpSink) -> list[tuple[str, str, str]]:
     """(DAG, day, event) of each webhook alert; each must have its e-mail twin."""
     hooks = [(r["json"]["dag_id"], r["json"].get("day"), r["json"]["event"]) for r in http.requests]
@@ -283,6 +338,7 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
     name = f"page_{topic_factory('n').rsplit('-', 1)[1]}"
     spec_path, topics = write_spec(pipelines / f"{name}.yaml", name, topic_factory, max_offsets_per_trigger=60)
     with_quality_and_alerts(spec_path, tmp_path / "expectations")
+    suite = tmp_path / "expectations" / f"{name}.yaml"
     spec = load_spec(spec_path)
     assert spec.output.files is not None
     files = pipeline_files(spec)
@@ -345,8 +401,9 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
             form.get_by_role("button", name="Trigger").click()
             wait_for(lambda: len(runs(server, "streamjoin_reprocess", name)) == 1, 60, "the run of the trigger form")
             (from_form,) = runs(server, "streamjoin_reprocess", name)
-            assert from_form["conf"] == {"pipeline": name, "start": day1, "end": day1, "overwrite": True,
-                                         "force": False, "reason": "", "dry_run": False}, from_form["conf"]  # fmt: skip
+            wanted = {"pipeline": name, "start": day1, "end": day1, "overwrite": True, "force": False, "reason": None,
+                      "dry_run": False}  # fmt: skip
+            assert from_form["conf"] == wanted, from_form["conf"]
             assert from_form["triggering_user_name"] == "admin"
 
             # the backfill's sensor reads the stream's watermark from the input topics while no job has reported
@@ -507,16 +564,8 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
             assert name in str(smtp.messages[0]["Subject"]) + SmtpSink.body(smtp.messages[0])
             assert day2 not in [day for _, day in day_events(server, name)]
 
-            # "Reprocess day" on the quarantined day, in the pipeline's page in Airflow's frame: the check
-            # fails again, the day stays quarantined with the same data, alerted again, nothing published
-            page.goto(detail)
-            frame.locator("#reprocess-day").fill(day2)
-            frame.locator("#action-reprocess").click()
-            frame.locator("#triggered").wait_for(timeout=60_000)
-            wait_for(lambda: len(runs(server, "streamjoin_reprocess", name)) == 3, 60, "the run of the page's action")
-            (again,) = [r for r in runs(server, "streamjoin_reprocess", name) if r["conf"]["start"] == day2]
-            assert again["conf"] == {"pipeline": name, "start": day2, "end": day2, "overwrite": True,
-                                     "dry_run": False}  # fmt: skip
+            assert run_by_id(server, backfill_dag, backfilled)["note"] == (  # Airflow names it after the next day
+                f"Day {day2} (UTC) of {name}: recomputed, checked, published if it passes")
 
             # the good day, from the form: checked, published, its asset event
             state = wait_for(lambda: ended(server, "streamjoin_reprocess", from_form["dag_run_id"]), 900,
@@ -525,23 +574,91 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
                 "success",
                 {"validate[-1]": "success", "day.reprocess_day[0]": "success", "day.check_quality[0]": "success"},
             )
-            assert day_files(daily / f"date={day1}") and not (daily / f"date={day1}" / "_QUARANTINED").exists()
+            published = day_files(daily / f"date={day1}")
+            assert published and not (daily / f"date={day1}" / "_QUARANTINED").exists()
             wait_for(lambda: ("streamjoin_reprocess", day1) in day_events(server, name), 60, f"the event of {day1}")
+            form_run = run_by_id(server, "streamjoin_reprocess", from_form["dag_run_id"])
+            assert form_run["note"] == f"Reprocess {name} {day1}"
 
-            # the quarantined day reprocessed from the page: its check failed again
+            # "Reprocess" on the published good day, from the pipeline's page in Airflow's frame, with a stricter
+            # suite (at most 10 rows: it has 24). A reversed range is refused on the page, a day not over yet by
+            # the form itself, a second press while the run is on with "already running": no run, no alert.
+            strict = yaml.safe_load(suite.read_text())
+            strict["enriched"]["expectations"] = [{
+                "name": "at_most_ten_rows", "type": "expect_table_row_count_to_be_between",
+                "kwargs": {"max_value": 10}, "description": "the day has at most ten rows"}]  # fmt: skip
+            suite.write_text(yaml.safe_dump(strict))
+            page.goto(detail)
+            frame.locator("#reprocess-day").fill(day2)
+            frame.locator("#reprocess-end").fill(day1)
+            frame.locator("#action-reprocess").click()
+            refused = frame.locator("#refused")
+            assert f"end {day1} is before start {day2}" in refused.inner_text(timeout=60_000)
+            page.goto(detail)
+            frame.locator("#reprocess-day").fill(day1)
+            frame.locator("#reprocess-end").fill(today.isoformat())
+            frame.locator("#action-reprocess").click()
+            frame.locator("#reprocess-end:invalid").wait_for(timeout=10_000)  # the form's own max: not submitted
+            assert frame.locator("#refused, #triggered").count() == 0
+            frame.locator("#reprocess-end").fill("")
+            frame.locator("#action-reprocess").click()
+            frame.locator("#triggered").wait_for(timeout=60_000)
+            (again,) = [r for r in runs(server, "streamjoin_reprocess", name)
+                        if r["conf"]["start"] == day1 and r["dag_run_id"] != from_form["dag_run_id"]]  # fmt: skip
+            assert again["conf"] == {"pipeline": name, "start": day1, "end": day1, "overwrite": True,
+                                     "dry_run": False}  # fmt: skip
+            assert again["note"] == f"Reprocess {name} {day1}; from the Stream jobs page"
+            page.goto(detail)
+            frame.locator("#reprocess-day").fill(day1)
+            frame.locator("#action-reprocess").click()
+            assert f"already running: run {again['dag_run_id']}" in refused.inner_text(timeout=60_000)
+            assert len(runs(server, "streamjoin_reprocess", name)) == 3  # the form's, yesterday's, this one
+
             state = wait_for(lambda: ended(server, "streamjoin_reprocess", again["dag_run_id"]), 900,
-                             f"the reprocess run of {day2} from the page")  # fmt: skip
+                             f"the reprocess run of {day1} from the page")  # fmt: skip
             assert (state, tasks(server, "streamjoin_reprocess", again["dag_run_id"])) == (
                 "failed",
                 {"validate[-1]": "success", "day.reprocess_day[0]": "success", "day.check_quality[0]": "failed"},
             )
-            assert (quarantined / "_QUARANTINED").exists() and day_files(quarantined) == kept
+            # the published day stays as it was, its failed check recorded beside it
+            assert day_files(daily / f"date={day1}") == published
+            assert (daily / f"date={day1}" / RECHECK_FILE).exists()
             wait_for(lambda: len(http.requests) >= 2 and len(smtp.messages) >= 2, 60, "the second alerts")
             assert alerts(http, smtp) == [(backfill_dag, day2, "streamjoin.quality_failed"),
-                                          ("streamjoin_reprocess", day2, "streamjoin.quality_failed")]  # fmt: skip
-            assert "nothing republished" in http.requests[1]["json"]["outcome"]
+                                          ("streamjoin_reprocess", day1, "streamjoin.quality_failed")]  # fmt: skip
+            outcome = http.requests[1]["json"]["outcome"]
+            assert f"stays as it was (the version of run {from_form['dag_run_id']})" in outcome, outcome
             assert "streamjoin_reprocess" in SmtpSink.body(smtp.messages[1])
             assert day_events(server, name) == [("streamjoin_reprocess", day1)]
+
+            # both pages show the day's latest check: FAILED, the published version's run, its Data Docs
+            os.utime(daily / f"date={yesterday}" / RESULT_FILE, (ahead - 7200, ahead - 7200))  # the stand-in: older
+            failed_check = f"not published: the published version is from run {from_form['dag_run_id']}"
+            docs_href = f"/streamjoin/data-docs/{name}/enriched/{day1}/"
+            page.goto(f"{framed}?refresh=0")
+            cell = frame.locator(f"tr[data-pipeline='{name}'] td.quality-cell")
+            assert "FAILED" in cell.inner_text(timeout=60_000) and failed_check in cell.inner_text()
+            assert (cell.locator("a.data-docs").get_attribute("href") or "").startswith(docs_href)
+            page.goto(detail)
+            summary = frame.locator("#summary-quality").inner_text(timeout=60_000)
+            assert "FAILED; blocking: at_most_ten_rows" in summary and failed_check in summary, summary
+            assert failed_check in frame.locator(f"#day-checks tr[data-day='{day1}']").inner_text()
+            assert "quarantined" in frame.locator(f"#day-checks tr[data-day='{day2}']").inner_text()
+            frame.locator(f"#day-checks tr[data-day='{day1}'] a.data-docs").click()  # served here: in the frame
+            page.wait_for_url(re.compile(rf".*/plugin/stream-jobs/streamjoin/data-docs/{name}/enriched/{day1}/.*"),
+                              timeout=60_000)  # fmt: skip
+            frame.get_by_text("the day has at most ten rows").first.wait_for(timeout=60_000)
+
+            # every link in the alerts is Airflow's base URL's and opens: logged out, the page or Airflow's login;
+            # logged in, the page
+            for request in http.requests:
+                links = [request["json"][k] for k in ("data_docs_url", "log_url", "pipeline_url")]
+                assert all(links), request["json"]
+                for link in links:
+                    opens(server, link)
+            for message in smtp.messages:
+                hrefs = re.findall(r'href="([^"]+)"', SmtpSink.body(message))
+                assert hrefs and all(h.startswith(server.url + "/") for h in hrefs), hrefs
 
             page.goto(f"{server.url}/")  # the Airflow UI links the page from its Browse menu
             page.get_by_role("button", name="Browse").click(timeout=60_000)
@@ -558,6 +675,22 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
             frame.locator(f"tr[data-pipeline='{name}'] td.state", has_text="stopped").wait_for(timeout=60_000)
             assert not files.driver_alive()
             browser.close()
+        # quiet logs: every error line of the runs' task logs is a real error (the failed checks, the tasks'
+        # failure), no librdkafka chatter nor Airflow's deprecation warning, links in http(s); the triggerer
+        # (the watermark and the job's triggers, polled all along) logged no error at all
+        task_logs = {path: [levelled(line) for line in path.read_text(errors="replace").splitlines()]
+                     for path in sorted((tmp_path / "airflow" / "logs").rglob("attempt=*.log"))}  # fmt: skip
+        assert len(task_logs) >= 10, sorted(task_logs)
+        false = [f"{path.parent.name}: {text}" for path, lines in task_logs.items() for level, text in lines
+                 if level in ("error", "critical") and not REAL_ERROR.search(text)]  # fmt: skip
+        assert not false, "\n".join(false[:20])
+        noise = [text for lines in task_logs.values() for _, text in lines
+                 if LIBRDKAFKA.search(text) or "GitWildMatchPattern" in text or "Data Docs: file:" in text]  # fmt: skip
+        assert not noise, "\n".join(noise[:20])
+        assert sum("Data Docs: http://" in text for lines in task_logs.values() for _, text in lines) >= 3
+        triggerer = [levelled(line) for line in (tmp_path / "triggerer.log").read_text(errors="replace").splitlines()]
+        loud = [text for level, text in triggerer if level in ("error", "critical") or LIBRDKAFKA.search(text)]
+        assert not loud, "\n".join(loud[:20])
         check_screenshot(shots["stream-jobs"], 1400, 200)
         check_screenshot(shots["stream-job-detail"], 1400, 1900, INPUT_COLOUR)
         check_screenshot(shots["airflow-browse-menu"], 1400, 900)
