@@ -184,8 +184,9 @@ def test_a_day_that_breaks_an_expectation_is_quarantined_alerted_and_published_o
          "aggregate_path": aggregate, "logical_date": next_midnight.isoformat(), "checks": True},
         {"file": "streamjoin_reprocess.py", "dag_id": "streamjoin_reprocess", "conf": page_conf, "day_path": day,
          "aggregate_path": aggregate, "checks": True},
-        {"file": "streamjoin_reprocess.py", "dag_id": "streamjoin_reprocess", "conf": {**page_conf, "force": True},
-         "day_path": day, "aggregate_path": aggregate, "checks": True},
+        {"file": "streamjoin_reprocess.py", "dag_id": "streamjoin_reprocess",
+         "conf": {**page_conf, "force": True, "reason": REASON}, "day_path": day, "aggregate_path": aggregate,
+         "checks": True},
     ]  # fmt: skip
     with smtp_sink() as smtp, http_sink() as http:
         env = {
@@ -226,7 +227,15 @@ def test_a_day_that_breaks_an_expectation_is_quarantined_alerted_and_published_o
     assert forced["aggregate_files"] != backfill["aggregate_files"]  # the new computation, swapped in with it
     record = read_forced(LocalStorage(), day)
     assert record is not None and record["failed"] == FAILED and record["dag_id"] == "streamjoin_reprocess"
-    assert record["run_id"] == forced["run_id"]
+    assert record["run_id"] == forced["run_id"] and record["reason"] == REASON
+    # the pages say the day was published over its failed check, with who and why
+    from streamjoin.airflow.quality_status import FORCED as PUBLISHED_WITH_FORCE
+    from streamjoin.airflow.quality_status import quality_status
+    from streamjoin.core.plans import resolve
+
+    shown = quality_status(resolve(spec.output.files.path))
+    assert shown is not None and shown.verdict == PUBLISHED_WITH_FORCE and shown.day == DAY.isoformat()
+    assert "published with force over the failed check by " in shown.text and shown.text.endswith(REASON)
     assert forced["events"] == [{"asset": f"streamjoin_{spec.name}_daily", "pipeline": spec.name,
                                  "day": DAY.isoformat(), "path": day, "forced": True}]  # fmt: skip
     result = read_check_result(day)
@@ -248,6 +257,9 @@ def test_a_day_that_breaks_an_expectation_is_quarantined_alerted_and_published_o
     assert all(f"quality check failed ({', '.join(FAILED)})" in str(m["Subject"]) for m in smtp.messages)
     assert "streamjoin_reprocess" in SmtpSink.body(smtp.messages[1])
 
+
+#: why the forced run publishes the day (the reprocess form's ``reason``)
+REASON = "the regions topic was late today; the sales team accepts the day as it is"
 
 STAND_IN_DRIVER = """
 import sys, time
