@@ -33,15 +33,12 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from jvm_cases import run_cases
 from streamjoin.core.codec import output_value
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.records import Emitted, Record
@@ -113,43 +110,10 @@ def _built() -> None:
         raise OracleError(f"{BUILD_SCRIPT} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
 
 
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    java = Path(home, "bin", "java") if home else None
-    found = str(java) if java is not None and java.exists() else shutil.which("java")
-    if found is None:
-        raise OracleError("no java: install a JDK 17 or set JAVA_HOME")
-    return found
-
-
 def _run_jvm(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     _built()
-    with tempfile.TemporaryDirectory(prefix="ks-oracle-") as tmp:
-        cases_file, results_file = Path(tmp, "cases.json"), Path(tmp, "results.json")
-        cases_file.write_text(json.dumps({"cases": cases}))
-        command = [
-            _java(),
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",  # C1 only: C2 compiles cost more than they save on a run this short
-            "-Xss4m",
-            "-cp",
-            f"{CLASSES}{os.pathsep}{JARS}/*",
-            MAIN_CLASS,
-            str(cases_file),
-            str(results_file),
-        ]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
-        except subprocess.TimeoutExpired:
-            raise OracleError(
-                f"the Kafka Streams runner did not finish {len(cases)} cases in {RUN_TIMEOUT_S} s"
-            ) from None
-        if done.returncode != 0:
-            raise OracleError(f"the Kafka Streams runner exited {done.returncode}:\n{done.stderr[-4000:]}")
-        results: list[dict[str, Any]] = json.loads(results_file.read_text())["results"]
-    if len(results) != len(cases):
-        raise OracleError(f"the Kafka Streams runner answered {len(results)} of {len(cases)} cases")
-    return results
+    return run_cases("the Kafka Streams runner", [str(CLASSES), f"{JARS}/*"], MAIN_CLASS, cases,
+                     timeout_s=RUN_TIMEOUT_S, error=OracleError, jvm_options=("-Xss4m",))  # fmt: skip
 
 
 # --- one case --------------------------------------------------------------------------------------------

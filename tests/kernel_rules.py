@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import tempfile
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -26,6 +24,7 @@ from typing import Any
 
 import pyspark
 
+from jvm_cases import run_cases
 from streamjoin.core.codec import output_value
 from streamjoin.core.join_plan import JoinPlan
 from streamjoin.core.ordering import processing_order
@@ -136,32 +135,11 @@ def kernel_replay(runs: Sequence[KernelRun]) -> list[KernelOutput]:
     return outputs
 
 
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    return str(Path(home, "bin", "java")) if home else "java"
-
-
 def _run_jvm(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if not RULES_JAR.exists():
         raise KernelRulesError(f"no kernel jar at {RULES_JAR}: run `make setup`")
-    with tempfile.TemporaryDirectory(prefix="kernel-rules-") as tmp:
-        cases_file, results_file = Path(tmp, "cases.json"), Path(tmp, "results.json")
-        cases_file.write_text(json.dumps({"cases": cases}))
-        classpath = f"{RULES_JAR}{os.pathsep}{SPARK_JARS}/*"
-        command = [_java(), "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath, MAIN_CLASS,
-                   str(cases_file), str(results_file)]  # fmt: skip
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
-        except subprocess.TimeoutExpired:
-            raise KernelRulesError(
-                f"the kernel's local runner did not finish {len(cases)} cases in {RUN_TIMEOUT_S} s"
-            ) from None
-        if done.returncode != 0:
-            raise KernelRulesError(f"the kernel's local runner exited {done.returncode}:\n{done.stderr[-4000:]}")
-        results: list[dict[str, Any]] = json.loads(results_file.read_text())["results"]
-    if len(results) != len(cases):
-        raise KernelRulesError(f"the kernel's local runner answered {len(results)} of {len(cases)} cases")
-    return results
+    return run_cases("the kernel's local runner", [str(RULES_JAR), f"{SPARK_JARS}/*"], MAIN_CLASS, cases,
+                     timeout_s=RUN_TIMEOUT_S, error=KernelRulesError)  # fmt: skip
 
 
 # --- one run ---------------------------------------------------------------------------------------------
