@@ -402,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.halt_after_commit is not None:  # every driver's JVM gets the crash point; it fires once (a rerun skips)
         os.environ["JAVA_TOOL_OPTIONS"] = f"-Dstreamjoin.kernel.fault=halt_after_commit:{args.halt_after_commit}:0"
 
-    from streamjoin.airflow.launcher import stop_driver
+    from streamjoin.airflow.lifecycle import stop_driver
     from streamjoin.core.topic_plan import plan_topics
     from streamjoin.kafka.admin import ensure_topics
     from streamjoin.kafka.clients import consume_all, end_offsets, produce_records

@@ -25,7 +25,7 @@ import pytest
 import yaml
 from airflow.sdk.exceptions import TaskDeferred
 
-from streamjoin.airflow.launcher import stop_driver
+from streamjoin.airflow.lifecycle import stop_driver
 from streamjoin.airflow.operators.supervise import (
     StopStreamJoinOperator,
     StreamJobFailure,

@@ -143,7 +143,7 @@ def test_a_revoked_password_fails_the_owner_at_its_first_look_naming_it(
         assert "authentication to Kafka failed" in alerts[0]["error"] and alerts[0]["task_id"] == "own_job"
     finally:
         sink.shutdown()
-        from streamjoin.airflow.launcher import stop_driver
+        from streamjoin.airflow.lifecycle import stop_driver
 
         stop_driver(files, timeout=30)
         shutil.rmtree(checkpoint_dir(spec), ignore_errors=True)

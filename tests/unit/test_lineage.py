@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date
 from pathlib import Path
 
-from streamjoin.airflow.lineage import DatasetRef, kafka_namespace, spec_lineage
+from streamjoin.core.lineage import DatasetRef, kafka_namespace, spec_lineage
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.spec import load_spec
 

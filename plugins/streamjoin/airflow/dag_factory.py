@@ -6,9 +6,7 @@ DAG files call :func:`pipeline_dag`; nothing here imports pyspark, so the dag-pr
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, BaseOperator, task
@@ -17,9 +15,13 @@ from streamjoin.airflow.operators.provision_topics import ProvisionTopicsOperato
 from streamjoin.airflow.operators.stream_join import StreamJoinJobOperator
 from streamjoin.airflow.operators.supervise import SuperviseStreamJoinOperator
 from streamjoin.airflow.ui_paths import DATA_DOCS_DIR
-from streamjoin.core.plans import resolve
+from streamjoin.core.plans import resolve, spec_paths
 from streamjoin.core.spec import PipelineSpec, load_spec
 from streamjoin.core.supervision import Policy
+
+#: (``spec_paths`` lives in core, re-exported for the DAG files)
+__all__ = ["DATA_DOCS", "KAFKA_CONN_ID", "OWNER_POLICY", "SEED_PIPELINE", "pipeline_dag", "produce_sample",
+           "report_outputs", "reset_pipeline", "spec_paths"]  # fmt: skip
 
 KAFKA_CONN_ID = "streamjoin_kafka_default"
 #: the pipeline the forms offer first
@@ -187,9 +189,3 @@ def report_outputs(spec_path: str) -> dict[str, Any]:
             "quality": None if check is None else {"day": check.day, "success": check.success,
                                                    "data_docs_url": check.data_docs_url}}  # fmt: skip
 
-
-def spec_paths(directory: str | None = None) -> list[str]:
-    """Every pipeline spec under ``directory`` (default ``$STREAMJOIN_PIPELINES_DIR`` or
-    ``include/pipelines``), as paths relative to the project home unless the directory is absolute."""
-    directory = directory or os.environ.get("STREAMJOIN_PIPELINES_DIR", "include/pipelines")
-    return sorted(f"{directory}/{p.name}" for p in Path(resolve(directory)).glob("*.yaml"))

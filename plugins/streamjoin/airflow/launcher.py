@@ -1,4 +1,7 @@
-"""The one launcher of streamjoin's Spark jobs: the stream job (attached or detached) and reprocessing.
+"""How streamjoin's Spark jobs are launched: a spark-submit process, attached (a task waits for it: the demo's
+stream job, reprocessing) or detached (a supervised stream job's local driver). Drivers that are supervised
+are started, watched and stopped by :mod:`streamjoin.airflow.lifecycle`, the one module that owns them; it
+launches a local one with :meth:`SparkJobLauncher.start_detached`.
 
 The master, deploy mode, queue and namespace come from the Spark provider's connection (``conn_type``
 ``spark``, read as the provider reads it); the command from the job's plan and the cluster manager's
@@ -124,11 +127,3 @@ def signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
-
-def stop_driver(files: PipelineFiles, logger: Any = log, timeout: float = 60.0) -> bool:
-    """Stop the driver ``driver.json`` records, wherever it runs (:func:`streamjoin.airflow.lifecycle.adopt`):
-    the stop marker (it stops after its current batch), then a kill after ``timeout``. True when a driver was
-    running. Blocking: triggers run it in a thread."""
-    from streamjoin.airflow.lifecycle import adopt
-
-    return adopt(files).stop(logger, timeout)

@@ -1,4 +1,6 @@
-"""A supervised driver's lifecycle per cluster manager: submit, status, alive, stop, adopt.
+"""A supervised driver's lifecycle per cluster manager: submit, status, alive, stop, adopt. The one module that
+starts and stops supervised drivers (:func:`submit`, :func:`stop_driver`, :func:`driver_alive`); the
+spark-submit process itself is :mod:`streamjoin.airflow.launcher`'s.
 
 * client mode (``local[N]``, or any master with deploy mode ``client``): the driver is a process of this host
   (:class:`LocalDriver`, today's handling: pid and process group in ``driver.json``);
@@ -30,6 +32,7 @@ from typing import Any, ClassVar
 from airflow.providers.common.compat.sdk import AirflowException
 
 from streamjoin.airflow.hooks.spark_submit import StreamJoinSparkSubmitHook
+from streamjoin.airflow.launcher import SparkJobLauncher, signal_group
 from streamjoin.core.errors import SparkSubmitError
 from streamjoin.core.job_files import DriverRecord, PipelineFiles
 from streamjoin.core.launch import Kubernetes, Standalone, Yarn
@@ -112,8 +115,6 @@ class LocalDriver(DriverLifecycle):
     command line carries the job's name), stopped by SIGTERM then SIGKILL to its process group."""
 
     def submit(self, plan: SubmitPlan, logger: Any = log) -> None:
-        from streamjoin.airflow.launcher import SparkJobLauncher
-
         assert self.hook is not None
         SparkJobLauncher(plan, self.hook.target).start_detached(self.files, logger)
 
@@ -121,8 +122,6 @@ class LocalDriver(DriverLifecycle):
         return "RUNNING" if self.files.driver_alive() else "GONE"
 
     def kill(self, logger: Any = log) -> None:
-        from streamjoin.airflow.launcher import signal_group
-
         pgid = (self.files.driver() or DriverRecord()).pgid
         for sig in (signal.SIGTERM, signal.SIGKILL):
             if pgid is None or not self.files.driver_alive():
@@ -304,3 +303,10 @@ def adopt(files: PipelineFiles) -> DriverLifecycle:
 def driver_alive(files: PipelineFiles) -> bool:
     """The recorded driver runs (a local process, or a driver its cluster manager reports running)."""
     return files.driver() is not None and adopt(files).alive()
+
+
+def stop_driver(files: PipelineFiles, logger: Any = log, timeout: float = 60.0) -> bool:
+    """Stop the driver ``driver.json`` records, wherever it runs (:func:`adopt`): the stop marker (it stops after
+    its current batch), then a kill after ``timeout``. True when a driver was running. Blocking: triggers run it
+    in a thread."""
+    return adopt(files).stop(logger, timeout)

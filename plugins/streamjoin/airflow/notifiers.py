@@ -276,8 +276,7 @@ def _task_spec_path(context: Any) -> str | None:
         return path
     pipeline = (context.get("params") or {}).get("pipeline")
     if isinstance(pipeline, str):
-        from streamjoin.airflow.dag_factory import spec_paths
-        from streamjoin.core.plans import resolve
+        from streamjoin.core.plans import resolve, spec_paths
         from streamjoin.core.spec import load_spec
 
         return next((p for p in spec_paths() if load_spec(resolve(p)).name == pipeline), None)

@@ -1,4 +1,4 @@
-""":class:`~streamjoin.airflow.lineage.SpecLineage` as the OpenLineage provider's ``OperatorLineage``.
+""":class:`~streamjoin.core.lineage.SpecLineage` as the OpenLineage provider's ``OperatorLineage``.
 
 Imports the provider: only the operators' OpenLineage methods import this module.
 """
@@ -12,7 +12,7 @@ from airflow.providers.openlineage.extractors import OperatorLineage
 from openlineage.client.event_v2 import Dataset
 from openlineage.client.facet_v2 import JobFacet
 
-from streamjoin.airflow.lineage import SpecLineage
+from streamjoin.core.lineage import SpecLineage
 
 #: _schemaURL of the join facet: a URN (no schema is published; the fields are those of lineage.join_facts)
 JOIN_FACET_SCHEMA = "urn:streamjoin:facets:StreamJoinJobFacet:1-0-0"

@@ -61,6 +61,7 @@ from streamjoin.airflow.ui_paths import DATA_DOCS_DIR, DATA_DOCS_PATH, PREFIX, U
 from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.metrics import Sample, prometheus_text, samples
 from streamjoin.core.plans import checkpoint_dir, pipeline_dag_ids, resolve
+from streamjoin.core.plans import spec_paths as all_specs
 from streamjoin.core.repartition import join_view
 from streamjoin.core.spec import PipelineSpec, load_spec
 from streamjoin.core.status_view import JobView, job_view
@@ -103,8 +104,6 @@ def _pipelines(
 ) -> Iterator[tuple[PipelineSpec, PipelineFiles, KafkaClientConfig | None]]:
     """Each pipeline ``allowed`` accepts (the caller's read access; the others are not even read): its spec,
     job files and the Kafka connection (looked up once, when the first pipeline needs it)."""
-    from streamjoin.airflow.dag_factory import spec_paths as all_specs
-
     kafka = None
     for path in spec_paths if spec_paths is not None else all_specs():
         spec = load_spec(resolve(path))

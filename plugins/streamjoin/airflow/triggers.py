@@ -106,7 +106,7 @@ class StreamJobTrigger(BaseTrigger):
             await asyncio.sleep(self.poll)
 
     async def on_kill(self) -> None:
-        from streamjoin.airflow.launcher import stop_driver
+        from streamjoin.airflow.lifecycle import stop_driver
 
         await asyncio.to_thread(stop_driver, self.files, self.log, 60.0)
 

@@ -59,6 +59,18 @@ def resolve(path: str | Path, home: Path = PROJECT_HOME) -> Path:
     return path if path.is_absolute() else home / path
 
 
+#: where the pipeline specs are (relative to the project home), unless ``$STREAMJOIN_PIPELINES_DIR`` says
+PIPELINES_DIR = "include/pipelines"
+
+
+def spec_paths(directory: str | None = None, home: Path = PROJECT_HOME) -> list[str]:
+    """Every pipeline spec (``*.yaml``) under ``directory`` (default ``$STREAMJOIN_PIPELINES_DIR`` or
+    :data:`PIPELINES_DIR`), as paths relative to the project home unless the directory is absolute: the
+    pipelines the DAG files build DAGs for, the Stream jobs pages list, the alerts look up."""
+    directory = directory or os.environ.get("STREAMJOIN_PIPELINES_DIR", PIPELINES_DIR)
+    return sorted(f"{directory}/{p.name}" for p in resolve(directory, home).glob("*.yaml"))
+
+
 def location(path: str, home: Path = PROJECT_HOME) -> str:
     """An output location of a spec: a URI (``hdfs://``, ``s3a://``) as it is, a path as :func:`resolve`."""
     return path if not is_local(path) else str(resolve(local_path(path), home))

@@ -19,8 +19,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from streamjoin.airflow.launcher import stop_driver
-from streamjoin.airflow.lifecycle import driver_alive, submit
+from streamjoin.airflow.lifecycle import driver_alive, stop_driver, submit
 from streamjoin.airflow.lineage import SpecLineageMixin
 from streamjoin.core.errors import KafkaAuthenticationError, KafkaUnavailableError
 from streamjoin.core.job_files import (

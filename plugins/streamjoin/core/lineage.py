@@ -1,0 +1,87 @@
+"""Lineage of a pipeline's tasks, from its spec: which Kafka topics and files a task reads and writes, and the
+join it runs. Plain data (stdlib and the spec): :mod:`streamjoin.airflow.openlineage_facets` turns it into the
+OpenLineage provider's ``OperatorLineage``, :class:`streamjoin.airflow.lineage.SpecLineageMixin` gives it to
+the operators.
+
+Dataset names follow OpenLineage's naming: a topic is ``kafka://<first bootstrap host:port>`` / ``<topic>``,
+a local path ``file`` / ``<absolute path>``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from streamjoin.core.backfill import partition_path
+from streamjoin.core.plans import PROJECT_HOME, resolve
+from streamjoin.core.spec import PipelineSpec, Sink
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class SpecLineage:
+    """What one task of a pipeline reads and writes, and the join it runs (the job facet's fields)."""
+
+    inputs: tuple[DatasetRef, ...]
+    outputs: tuple[DatasetRef, ...]
+    join: dict[str, Any] = field(default_factory=dict)
+
+
+def kafka_namespace(bootstrap: str) -> str:
+    """``kafka://host:port`` of the first bootstrap server (OpenLineage's Kafka namespace)."""
+    first = bootstrap.split(",")[0].strip()
+    return f"kafka://{first.split('://', 1)[-1]}"
+
+
+def join_facts(spec: PipelineSpec) -> dict[str, Any]:
+    """The join as a job facet: shape, kind, sides, window, grace, joiner and aggregate, from the spec."""
+    join = spec.join
+    facts: dict[str, Any] = {
+        "pipeline": spec.name,
+        "shape": join.shape.value,
+        "kind": join.kind.value,
+        "left": {"input": join.left, "topic": spec.left.topic, "role": spec.left.role.value},
+        "right": {"input": join.right, "topic": spec.right.topic, "role": spec.right.role.value},
+        "grace_ms": join.grace,
+        "joiner": join.joiner.model_dump(mode="json", exclude_none=True) or {"default": "{left, right}"},
+    }
+    if join.window is not None:
+        facts["window_ms"] = {"before": join.window.before, "after": join.window.after}
+    for name in ("key_selector", "foreign_key"):
+        projection = getattr(join, name)
+        if projection is not None:
+            facts[name] = projection.model_dump(mode="json", exclude_none=True)
+    if spec.aggregate is not None:
+        facts["aggregate"] = {
+            "reduce": spec.aggregate.reduce.value,
+            "emit": spec.aggregate.emit.value,
+            "group_by": spec.aggregate.group_by.model_dump(mode="json", exclude_none=True),
+        }
+    return facts
+
+
+def spec_lineage(
+    spec: PipelineSpec, bootstrap: str, *, day: date | None = None, home: Path = PROJECT_HOME
+) -> SpecLineage:
+    """Lineage of the streaming job (``day`` None: its topics and file outputs) or of reprocessing ``day``
+    (its input topics; the published day partitions, no topics)."""
+    kafka = kafka_namespace(bootstrap)
+    inputs = tuple(DatasetRef(kafka, inp.topic) for inp in spec.inputs.values())
+    sinks: list[Sink] = [spec.output] + ([spec.aggregate.output] if spec.aggregate is not None else [])
+    outputs: list[DatasetRef] = []
+    for sink in sinks:
+        if sink.topic is not None and day is None:
+            outputs.append(DatasetRef(kafka, sink.topic))
+        if sink.files is not None:
+            root = resolve(sink.files.path, home)
+            outputs.append(DatasetRef("file", str(partition_path(root, day) if day else root)))
+    if day is None:
+        outputs.append(DatasetRef(kafka, spec.dead_letter_topic))
+    return SpecLineage(inputs, tuple(outputs), join_facts(spec))
