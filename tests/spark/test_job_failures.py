@@ -125,12 +125,17 @@ def test_a_record_of_a_partition_the_pipeline_does_not_have_is_terminal(
         code = _run(spark, path, kafka_bootstrap, tmp_path, monkeypatch)
     finally:
         _cleanup(kafka_bootstrap, spec)
+    _assert_terminal_kernel_failure(tmp_path, code, "a record of Kafka partition 2 but the pipeline has 2",
+                                    "set kafka.partitions")  # fmt: skip
+
+
+def _assert_terminal_kernel_failure(tmp_path: Path, code: int, starts: str, what_to_do: str) -> None:
+    """The job exited terminal, its recorded failure the kernel's TerminalKernelException (``starts``), saying
+    what to do."""
     failure = _failure(tmp_path)
     assert (code, failure.error, failure.transient) == (EXIT_TERMINAL, "JvmError", False), failure
-    assert failure.message.startswith(
-        "dev.streamjoin.kernel.TerminalKernelException: a record of Kafka partition 2 but the pipeline has 2"
-    ), failure.message
-    assert "set kafka.partitions" in failure.message  # what to do
+    assert failure.message.startswith(f"dev.streamjoin.kernel.TerminalKernelException: {starts}"), failure.message
+    assert what_to_do in failure.message
 
 
 def test_a_batch_written_by_another_task_count_is_terminal(
@@ -152,12 +157,8 @@ def test_a_batch_written_by_another_task_count_is_terminal(
         code = _run(spark, path, kafka_bootstrap, tmp_path, monkeypatch)
     finally:
         _cleanup(kafka_bootstrap, spec)
-    failure = _failure(tmp_path)
-    assert (code, failure.error, failure.transient) == (EXIT_TERMINAL, "JvmError", False), failure
-    assert failure.message.startswith(
-        f"dev.streamjoin.kernel.TerminalKernelException: pipeline {spec.name}: batch 0 was written by 7 tasks"
-    ), failure.message
-    assert "reprocess the affected days" in failure.message  # what to do
+    _assert_terminal_kernel_failure(tmp_path, code, f"pipeline {spec.name}: batch 0 was written by 7 tasks",
+                                    "reprocess the affected days")  # fmt: skip
 
 
 def test_a_transient_kernel_failure_in_a_write_task_is_transient(
