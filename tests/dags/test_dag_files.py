@@ -193,6 +193,18 @@ def _kafka_conn(bootstrap: str) -> str:
     return json.dumps({"conn_type": "streamjoin_kafka", "host": host, "port": int(port)})
 
 
+def _served_data_docs(url: str | None) -> Path:
+    """The local page behind a Data Docs link: a link people can open (under ``[api] base_url``, the plugin's
+    route), whose path names the file under the served directory."""
+    from urllib.parse import unquote, urlsplit
+
+    from streamjoin.airflow.ui_paths import DATA_DOCS_DIR, DATA_DOCS_PATH
+    from streamjoin.core.plans import resolve
+
+    assert url is not None and url.startswith(("http://", "https://")) and f"{DATA_DOCS_PATH}/" in url, url
+    return Path(resolve(DATA_DOCS_DIR), unquote(urlsplit(url).path.split(f"{DATA_DOCS_PATH}/", 1)[1]))
+
+
 def _assert_day_and_outputs(spec: Any, kafka_bootstrap: str) -> tuple[str, list[tuple[str, Any, Any, int]]]:
     """The demo's day passed its check (rows, Data Docs; a left join of a stream on a table: completeness, the
     check having counted the sample's left records with a value on the topic), and the output topics hold what
@@ -204,13 +216,12 @@ def _assert_day_and_outputs(spec: Any, kafka_bootstrap: str) -> tuple[str, list[
     from streamjoin.demo.report import latest_check
     from streamjoin.demo.sample import DEMO_BEFORE_DAY_END_MS, demo_records
     from streamjoin.kafka.clients import consume_all
-    from streamjoin.quality.results import data_docs_file
 
     check = latest_check(spec)
     assert check is not None and check.success, check and check.summary()
     assert check.row_count and check.row_count > 0
-    docs = data_docs_file(check.data_docs_url)
-    assert docs is not None and docs.is_file()
+    docs = _served_data_docs(check.data_docs_url)
+    assert docs.is_file(), docs
     if counts_left_records(spec):
         left = [r for r in demo_records(spec) if r.topic == spec.left.topic and r.value is not None]
         complete = check.outcome("left_records_complete")
