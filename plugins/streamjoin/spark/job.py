@@ -48,7 +48,7 @@ from streamjoin.spark.events import BatchSummary
 from streamjoin.spark.failures import jvm_error
 from streamjoin.spark.hadoop_storage import storage_for
 from streamjoin.spark.heartbeat import Heartbeat
-from streamjoin.spark.kernel import _kernel
+from streamjoin.spark.kernel import jvm_plan
 from streamjoin.spark.repartition import Repartitioner, join_partitions
 from streamjoin.spark.sinks import (
     close_transactional_producers,
@@ -247,9 +247,12 @@ class StreamJob:
 
         :raises CheckpointLockedError: another driver runs on this checkpoint (or took it over meanwhile).
         :raises KernelMissingError: the kernel's jar is not on the classpath (terminal, before any batch).
+        :raises UnknownShapeError: the driver has no plan for the spec's shape (terminal, before any batch).
+        :raises Py4JJavaError: the kernel refuses the join plan, naming what differs (a ``TerminalKernelException``:
+            terminal, before any batch).
         :raises MissingTopicError: a topic the job writes does not exist (terminal, before any batch).
         """
-        _kernel(self.spark)
+        jvm_plan(self.spark, self.spec)
         check_output_topics(self.kafka, self.spec)
         self.lease.acquire()
         stop = threading.Event()

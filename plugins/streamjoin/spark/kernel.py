@@ -96,9 +96,10 @@ def committed(spec: PipelineSpec, checkpoint: KernelCheckpoint) -> KernelCommit:
 
 def jvm_plan(spark: SparkSession, spec: PipelineSpec) -> Any:
     """The spec's :class:`JoinPlan` in the JVM, parsed and checked by the kernel once per pipeline and JVM: the
-    first call (the job's start) fails on a shape, store, layout or summary format the two sides do not share."""
+    first call (the job's start) fails on a shape, store, layout or summary format the two sides do not share
+    (:class:`KernelMissingError` first when the JVM has no kernel at all)."""
     text = JoinPlan.of(spec).to_json()
-    plans = _classes(spark.sparkContext._gateway).setdefault("plans", {})
+    plans = _plans(spark.sparkContext._gateway)
     if text not in plans:
         plans[text] = _kernel(spark).plan(text)
     return plans[text]
@@ -121,6 +122,12 @@ def _kernel(spark: SparkSession) -> Any:
 
 @cache
 def _classes(gateway: Any) -> dict[str, Any]:
+    return {}
+
+
+@cache
+def _plans(gateway: Any) -> dict[str, Any]:
+    """The JVM's parsed plans by their JSON (a gateway per JVM)."""
     return {}
 
 
