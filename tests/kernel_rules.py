@@ -34,6 +34,7 @@ from streamjoin.core.reference import ReferenceEngine
 from streamjoin.core.semantics.common import hashable
 from streamjoin.core.shapes import ROLE_RANK, Kind, Role, Shape
 from streamjoin.core.spec import Format, PipelineSpec, parse_spec
+from streamjoin.spark.events import null_key_sides
 
 MAIN_CLASS = "dev.streamjoin.kernel.LocalKernel"
 #: the kernel jar whose rules run here (another build's, to try a mutation of the rules without touching the project's)
@@ -176,15 +177,6 @@ class _Adapter:
             return int(key)
         return json.loads(key) if fmt is Format.JSON else key
 
-    def _null_key_sides(self) -> set[str]:
-        """KIP-962: the sides whose null-key stream records are joined with null (``events._null_key_sides``)."""
-        join = self.spec.join
-        if join.shape not in (Shape.STREAM_STREAM, Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE):
-            return set()
-        if join.kind is Kind.OUTER and join.shape is Shape.STREAM_STREAM:
-            return {"L", "R"}
-        return {"L"} if join.kind in (Kind.LEFT, Kind.OUTER) else set()
-
     def _decoded(self, record: Record) -> list[Any]:
         spec, join = self.spec, self.spec.join
         names = list(spec.inputs)
@@ -200,7 +192,7 @@ class _Adapter:
                 join_key = lookup
         stream = inp.role is Role.STREAM
         reason = None
-        if join_key is None and side not in self._null_key_sides():
+        if join_key is None and side not in null_key_sides(spec):
             reason = "null-key"
         elif stream and record.value is None:
             reason = "null-value"

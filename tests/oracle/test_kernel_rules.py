@@ -157,8 +157,7 @@ def test_a_per_batch_aggregate_emits_each_groups_last_change_of_each_batch(cell:
 def _by_key(rows: list[Any]) -> dict[tuple[str, Any], list[tuple[Any, int]]]:
     keyed: dict[tuple[str, Any], list[tuple[Any, int]]] = {}
     for row in rows:
-        if not dict(row.headers).get("reason"):
-            keyed.setdefault((row.topic, hashable(row.key)), []).append((hashable(row.value), row.ts))
+        keyed.setdefault((row.topic, hashable(row.key)), []).append((hashable(row.value), row.ts))
     return keyed
 
 
@@ -178,7 +177,7 @@ def per_task(matrix: dict[str, Any]) -> list[tuple[Case, list[Any], Any]]:
     items = []
     for cell in PER_TASK:
         for case, run, output in matrix[cell.id]:
-            if run.file_order or output.error is not None or run.spec.join.grace != case.spec()[0].join.grace:
+            if run.file_order or output.error is not None or run.spec.join != case.spec()[0].join:  # scaled
                 continue
             for task in range(PARTITIONS):
                 mine = [row for row, t in zip(output.emitted, output.tasks, strict=True) if t == task]

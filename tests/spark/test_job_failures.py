@@ -105,7 +105,7 @@ def test_a_missing_output_topic_is_terminal_at_start(
         _cleanup(kafka_bootstrap, spec)
     failure = _failure(tmp_path)
     assert (code, failure.error, failure.transient) == (EXIT_TERMINAL, "MissingTopicError", False), failure
-    assert f"topic '{spec.output.topic}' (join output) does not exist" in failure.message
+    assert f"topic '{spec.output.topic}' (output) does not exist" in failure.message
     assert "provision_topics" in failure.message  # what to do
     assert PipelineFiles(tmp_path / "ck").status() is None  # no batch ran
 

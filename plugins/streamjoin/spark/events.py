@@ -78,7 +78,7 @@ def _decode(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
         null_join_key = F.when(has_lookup, F.col(LOOKUP_KEY).isNull()).otherwise(F.col("key").isNull())
     stream_side = (is_left & F.lit(left.role is Role.STREAM)) | (~is_left & F.lit(right.role is Role.STREAM))
     # KIP-962: a null join key is joined with null on a side the join keeps, else dropped (dead letter)
-    outer_sides = _null_key_sides(spec)
+    outer_sides = null_key_sides(spec)
     keeps_null_key = (is_left & F.lit("L" in outer_sides)) | (~is_left & F.lit("R" in outer_sides))
     reason = (
         F.when(~keeps_null_key & null_join_key, F.lit("null-key"))
@@ -142,7 +142,7 @@ def output_key(key: Column, spec: PipelineSpec) -> Column:
     return key.cast("long") if spec.left.key.format is Format.LONG else key
 
 
-def _null_key_sides(spec: PipelineSpec) -> tuple[str, ...]:
+def null_key_sides(spec: PipelineSpec) -> tuple[str, ...]:
     """The sides (``"L"``, ``"R"``) whose stream records are joined with null when their join key is null
     (KIP-962): the left side of a left or outer join with a stream result, the right side of a
     stream-stream outer join."""

@@ -41,6 +41,7 @@ from streamjoin.core.plans import location
 from streamjoin.core.repartition import join_view, repartitioned
 from streamjoin.core.spec import PipelineSpec, Role, Sink
 from streamjoin.core.storage import Storage, join
+from streamjoin.core.topic_plan import TopicRole, plan_topics
 from streamjoin.kafka.client_config import KafkaTarget
 from streamjoin.kafka.offsets import KafkaOffsets
 from streamjoin.spark.engine import BatchOutput, process_batch
@@ -359,16 +360,15 @@ class StreamJob:
         return True
 
 
+#: the roles of the topics a job writes (``core.topic_plan``: which those are for a spec)
+WRITTEN_ROLES = frozenset({TopicRole.OUTPUT, TopicRole.OUTPUT_TABLE, TopicRole.AGGREGATE_OUTPUT,
+                           TopicRole.DEAD_LETTER, TopicRole.BATCH_MARKERS})  # fmt: skip
+
+
 def output_topics(spec: PipelineSpec) -> dict[str, str]:
-    """The topics the job writes, each with its role."""
-    topics = {spec.dead_letter_topic: "dead letters"}
-    if spec.output.topic:
-        topics[spec.output.topic] = "join output"
-    if spec.aggregate is not None and spec.aggregate.output.topic:
-        topics[spec.aggregate.output.topic] = "aggregate output"
-    if spec.exactly_once:
-        topics[spec.marker_topic] = "batch markers of exactly-once delivery"
-    return topics
+    """The topics the job writes, each with its role (as :func:`~streamjoin.core.topic_plan.plan_topics` plans
+    them; the repartition topics are the copy's, checked where it runs)."""
+    return {t.name: t.role.value for t in plan_topics(spec).topics if t.role in WRITTEN_ROLES}
 
 
 def check_output_topics(kafka: KafkaOffsets, spec: PipelineSpec) -> None:
