@@ -25,7 +25,7 @@ from streamjoin.airflow.notifiers import PipelineAlertNotifier
 from streamjoin.airflow.operators.reprocess import ReprocessDayOperator, checked_before_publishing, daily_asset
 from streamjoin.airflow.sensors import StreamWatermarkSensor
 from streamjoin.core.backfill import nondeterminism_warnings
-from streamjoin.core.plans import resolve
+from streamjoin.core.plans import BACKFILL_DAG_PREFIX, resolve
 from streamjoin.core.spec import load_spec
 
 #: without ``backfill.start`` in the spec: no catchup, so this only anchors the schedule
@@ -37,7 +37,7 @@ for _path in spec_paths():
     _warnings = nondeterminism_warnings(_spec)
     _start = _spec.backfill.start
     with DAG(
-        f"streamjoin_backfill_{_spec.name}",
+        f"{BACKFILL_DAG_PREFIX}{_spec.name}",
         description=f"Unpause to publish {_spec.name}'s days: recomputes, checks and publishes each past day once "
         "the stream passed it",
         schedule=CronDataIntervalTimetable("0 0 * * *", timezone="UTC"),

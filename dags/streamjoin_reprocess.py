@@ -26,7 +26,7 @@ from streamjoin.airflow.dag_factory import DATA_DOCS, KAFKA_CONN_ID, SEED_PIPELI
 from streamjoin.airflow.notifiers import PipelineAlertNotifier
 from streamjoin.airflow.operators.publish_day import CheckAndPublishDayOperator
 from streamjoin.airflow.operators.reprocess import ReprocessDayOperator
-from streamjoin.core.plans import resolve
+from streamjoin.core.plans import REPROCESS_DAG, resolve
 from streamjoin.core.spec import load_spec
 
 SPECS = {load_spec(resolve(p)).name: p for p in spec_paths()}
@@ -110,7 +110,7 @@ def reprocess_and_publish(spec_path: str, day: str, dry_run: bool, force: bool, 
 
 
 with DAG(
-    "streamjoin_reprocess",
+    REPROCESS_DAG,
     description="Keep unpaused: reprocesses past days of a pipeline when the Stream jobs page (or this form) asks",
     schedule=None,
     start_date=datetime(2026, 1, 1),

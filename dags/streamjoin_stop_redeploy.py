@@ -14,7 +14,7 @@ from airflow.sdk import DAG, Param, task
 from streamjoin.airflow.dag_factory import SEED_PIPELINE, spec_paths
 from streamjoin.airflow.notifiers import PipelineAlertNotifier
 from streamjoin.airflow.operators.supervise import StopStreamJoinOperator
-from streamjoin.core.plans import resolve
+from streamjoin.core.plans import STOP_REDEPLOY_DAG, resolve
 from streamjoin.core.spec import load_spec
 
 SPECS = {load_spec(resolve(p)).name: p for p in spec_paths()}
@@ -34,7 +34,7 @@ def pipeline_spec_path(params: dict[str, Any] | None = None) -> str:
 
 
 with DAG(
-    "streamjoin_stop_redeploy",
+    STOP_REDEPLOY_DAG,
     description="Keep unpaused: stops (and redeploys) a pipeline's streaming join when the Stream jobs page asks",
     doc_md=__doc__,
     schedule=None,

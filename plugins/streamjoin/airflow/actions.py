@@ -23,9 +23,8 @@ from datetime import date
 from typing import Any
 
 from streamjoin.core.backfill import BackfillError, days_in, parse_day, validate_request
+from streamjoin.core.plans import REPROCESS_DAG, STOP_REDEPLOY_DAG
 
-STOP_REDEPLOY_DAG = "streamjoin_stop_redeploy"  # dags/streamjoin_stop_redeploy.py
-REPROCESS_DAG = "streamjoin_reprocess"  # dags/streamjoin_reprocess.py
 #: action -> the DAG whose run it creates
 ACTION_DAGS = {"stop": STOP_REDEPLOY_DAG, "redeploy": STOP_REDEPLOY_DAG, "reprocess": REPROCESS_DAG}
 ACTIONS = tuple(ACTION_DAGS)

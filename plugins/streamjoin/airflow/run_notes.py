@@ -12,16 +12,14 @@ from typing import Any
 
 from airflow.listeners import hookimpl
 
-BACKFILL_PREFIX = "streamjoin_backfill_"
-REPROCESS_DAG = "streamjoin_reprocess"
-STOP_REDEPLOY_DAG = "streamjoin_stop_redeploy"
+from streamjoin.core.plans import BACKFILL_DAG_PREFIX, REPROCESS_DAG, STOP_REDEPLOY_DAG
 
 
 def run_note(dag_id: str, data_interval_start: datetime | None, conf: Mapping[str, Any] | None) -> str | None:
     """The note of a run of ``dag_id`` (None: a DAG of someone else, or nothing to name)."""
     conf = conf or {}
-    if dag_id.startswith(BACKFILL_PREFIX) and data_interval_start is not None:
-        pipeline = dag_id[len(BACKFILL_PREFIX) :]
+    if dag_id.startswith(BACKFILL_DAG_PREFIX) and data_interval_start is not None:
+        pipeline = dag_id[len(BACKFILL_DAG_PREFIX) :]
         return f"Day {data_interval_start:%Y-%m-%d} (UTC) of {pipeline}: recomputed, checked, published if it passes"
     name = conf.get("pipeline")
     if not isinstance(name, str):

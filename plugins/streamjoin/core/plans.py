@@ -82,10 +82,16 @@ def durable_root(spec: PipelineSpec, home: Path = PROJECT_HOME) -> str:
     return spec.checkpoint_location or str(checkpoint_dir(spec, home))
 
 
+#: the shipped DAGs' ids: a pipeline's daily backfill is this prefix and its name (``dags/streamjoin_backfill.py``)
+BACKFILL_DAG_PREFIX = "streamjoin_backfill_"
+REPROCESS_DAG = "streamjoin_reprocess"  # dags/streamjoin_reprocess.py
+STOP_REDEPLOY_DAG = "streamjoin_stop_redeploy"  # dags/streamjoin_stop_redeploy.py
+
+
 def pipeline_dag_ids(name: str) -> tuple[str, ...]:
     """The DAGs of a pipeline (``dags/streamjoin_pipelines.py``, the job's one owner, and ``_backfill.py``):
     reading its rows on the Stream jobs page needs read access to every one of them."""
-    return (f"streamjoin_{name}", f"streamjoin_backfill_{name}")
+    return (f"streamjoin_{name}", f"{BACKFILL_DAG_PREFIX}{name}")
 
 
 def executor_python() -> str:
