@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from streamjoin.core.errors import SpecError
-from streamjoin.core.shapes import Shape, traits
-from streamjoin.core.spec import Format, Joiner, Kind, PipelineSpec
+from streamjoin.core.shapes import ROLE_RANK, Shape, traits
+from streamjoin.core.spec import Format, Joiner, Kind, PipelineSpec, Role
 from streamjoin.spark.aggregate import rejected_results, staged_results
 from streamjoin.spark.events import (
     BatchSummary,
@@ -72,24 +72,37 @@ class BatchOutput:
 
 
 def process_batch(
-    raw: DataFrame, spec: PipelineSpec, checkpoint: KernelCheckpoint, *, file_order: bool = False
+    raw: DataFrame,
+    spec: PipelineSpec,
+    checkpoint: KernelCheckpoint,
+    *,
+    file_order: bool = False,
+    aligned: bool = False,
 ) -> BatchOutput:
     """Run one batch of Kafka-shaped rows (``key, value, topic, partition, offset, ts``) through the kernel,
     its stores read at ``checkpoint`` (``KernelCheckpoint(None)``: a fresh state in a temporary folder).
 
     :param file_order: process rows in ``offset`` order as one task (replay: offsets are line numbers)
         instead of the batch ordering rule.
+    :param aligned: ``raw`` is :func:`~streamjoin.spark.source.read_task_ranges`' frame: partition t holds
+        task t's records (a global table's in every partition), which the join takes without a shuffle
     """
     spec_json = spec.model_dump_json()  # names the pipeline's batch programs (templated), once a batch
     decoded = decode_batch(raw, spec, spec_json).persist()
     join = spec.join
-    kernel = kernel_join(decoded, spec, checkpoint, file_order=file_order)
+    kernel = kernel_join(decoded, spec, checkpoint, file_order=file_order, aligned=aligned)
     cached: tuple[Unpersistable, ...] = (decoded, kernel)
     results = templated(
         kernel.frame, f"results {spec_json}",
         lambda rows: with_joined_value(rows, join.joiner, spec.output.value_format),
     )  # fmt: skip
-    dead_letters = templated(decoded, f"dead letters {spec_json}", rejected_records)
+    replicated = aligned and not file_order and any(i.role is Role.GLOBAL_TABLE for i in spec.inputs.values())
+    if replicated:  # each record once: a global table's at its home task, as the kernel counts it
+        tasks = spec.kafka.partitions
+        decoded_once = templated(decoded, f"once {tasks}", partial(_home_copies, tasks=tasks))
+    else:
+        decoded_once = decoded
+    dead_letters = templated(decoded_once, f"dead letters {spec_json}", rejected_records)
     aggregates = None
     if spec.aggregate is not None:
         if traits(join.shape).table_result:
@@ -104,7 +117,7 @@ def process_batch(
         dead_letters = dead_letters.unionByName(templated(staged, f"rejected {spec_json}", rejected))
     lookup = join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE) and spec.right.versioned is None
     return BatchOutput(
-        summary_of=partial(_kernel_summary, kernel, decoded),
+        summary_of=partial(_kernel_summary, kernel, decoded_once),
         results=templated(
             results, f"keyed {spec_json}", lambda rows: rows.withColumn("key", output_key(F.col("key"), spec))
         ),
@@ -115,6 +128,13 @@ def process_batch(
         one_result_per_left=lookup and join.kind is Kind.LEFT,
         cached=cached,
     )
+
+
+def _home_copies(decoded: DataFrame, tasks: int) -> DataFrame:
+    """An aligned batch's rows with a global table's record once: in partition ``partition mod tasks`` (the
+    kernel's ``Routing.home``); every task reads the global table."""
+    home = F.spark_partition_id() == F.pmod(F.col("__partition"), F.lit(tasks))
+    return decoded.filter((F.col("__rank") != F.lit(ROLE_RANK[Role.GLOBAL_TABLE])) | home)
 
 
 def _kernel_summary(kernel: KernelResults, decoded: DataFrame) -> BatchSummary:

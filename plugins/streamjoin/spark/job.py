@@ -60,7 +60,7 @@ from streamjoin.spark.sinks import (
     write_kafka,
     write_kafka_transactions,
 )
-from streamjoin.spark.source import read_offsets
+from streamjoin.spark.source import read_task_ranges
 from streamjoin.spark.state import PartitionTime, StateStore
 from streamjoin.spark.templates import templated
 
@@ -106,10 +106,14 @@ class BatchWriter:
         #: exactly once: the first batch a driver writes may be one an earlier driver wrote before it died
         self._check_markers = True
 
-    def __call__(self, raw: DataFrame, batch_id: int) -> BatchSummary:
-        """Run and write batch ``batch_id``; returns its summary (rows, each partition's max timestamp)."""
+    def __call__(self, raw: DataFrame, batch_id: int, *, aligned: bool = True) -> BatchSummary:
+        """Run and write batch ``batch_id``; returns its summary (rows, each partition's max timestamp).
+
+        :param aligned: ``raw`` is :func:`~streamjoin.spark.source.read_task_ranges`' (the job's reads)
+        """
         started = time.monotonic()
-        out = process_batch(raw, self.spec, self.store.load(batch_id))  # decodes the batch; the rest is lazy
+        # decodes the batch; the rest is lazy
+        out = process_batch(raw, self.spec, self.store.load(batch_id), aligned=aligned)
         planned = time.monotonic()
         written_counts = self._write(out, batch_id)
         written = time.monotonic()
@@ -350,7 +354,8 @@ class StreamJob:
         return marks
 
     def _raw(self, start: Offsets, ends: Offsets) -> DataFrame:
-        return read_offsets(self.spark, self.settings.bootstrap, start, ends)
+        """The batch's records, partition t of the frame holding task t's (no shuffle before the join)."""
+        return read_task_ranges(self.spark, self.settings.bootstrap, self.spec, start, ends)
 
     def _stop_requested(self) -> bool:
         if not self.files.stop_requested():

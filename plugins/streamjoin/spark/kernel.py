@@ -49,18 +49,22 @@ class KernelResults:
 
 
 def kernel_join(
-    decoded: DataFrame, spec: PipelineSpec, checkpoint: KernelCheckpoint, *, file_order: bool
+    decoded: DataFrame, spec: PipelineSpec, checkpoint: KernelCheckpoint, *, file_order: bool, aligned: bool = False
 ) -> KernelResults:
     """One batch of decoded rows through the spec's join on the kernel: its results (see the module's
     docstring), lazily; the first action over them runs the batch and commits the stores at
-    ``checkpoint.version + 1``."""
+    ``checkpoint.version + 1``.
+
+    :param aligned: partition t of ``decoded`` holds task t's records (read by
+        :func:`~streamjoin.spark.source.read_task_ranges`): no shuffle before the rules
+    """
     spark = decoded.sparkSession
     temporary = None
     root = checkpoint.root
     if root is None:
         temporary = root = tempfile.mkdtemp(prefix="streamjoin-kernel-")
     plan = jvm_plan(spark, spec)
-    batch = _kernel(spark).join(spark._jsparkSession, decoded._jdf, plan, root, checkpoint.version, file_order)
+    batch = _kernel(spark).join(spark._jsparkSession, decoded._jdf, plan, root, checkpoint.version, file_order, aligned)
     return KernelResults(DataFrame(batch.results(), spark), batch, spark, spec.kafka.partitions, root, temporary)
 
 

@@ -4,16 +4,58 @@ the one way the streaming job and reprocessing read their inputs."""
 from __future__ import annotations
 
 import json
+from functools import cache
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamjoin.core.job_files import Offsets
+from streamjoin.core.spec import PipelineSpec, Role
 from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 from streamjoin.spark.local_frames import local_frame
 from streamjoin.spark.sinks import CONSUMER_OPTIONS
 
 RAW_DDL = "key binary, value binary, topic string, partition int, offset long, ts long"
+
+
+def read_task_ranges(
+    spark: SparkSession, kafka: KafkaTarget, spec: PipelineSpec, start: Offsets, end: Offsets
+) -> DataFrame:
+    """The records :func:`read_offsets` reads, read by the kernel's tasks themselves (``java/kernel``'s
+    ``KafkaRanges``, consumers kept per executor, read committed): partition t of the frame holds task t's,
+    partition t of every co-partitioned input and every partition of a global table (each task keeps a
+    replica), so the join takes them as they are (``process_batch(..., aligned=True)``).
+
+    :raises Py4JJavaError: a ``TerminalKernelException`` when an input has a partition the spec's
+        ``kafka.partitions`` does not (terminal)
+    """
+    from streamjoin.spark.kernel import java_class
+
+    global_topics = {inp.topic for inp in spec.inputs.values() if inp.role is Role.GLOBAL_TABLE}
+    lines = [
+        f"{topic}\t{p}\t{first}\t{stop}\t{'G' if topic in global_topics else 'C'}\n"
+        for topic, parts in sorted(end.items()) for p, stop in sorted(parts.items())
+        if (first := start.get(topic, {}).get(p, -2)) != stop
+    ]  # fmt: skip
+    ranges = java_class(spark, "dev.streamjoin.kernel.KafkaRanges")
+    settings = _consumer_settings(spark.sparkContext._gateway, _settings_key(kafka))
+    return DataFrame(ranges.frame(spark._jsparkSession, settings, "".join(lines), spec.kafka.partitions), spark)
+
+
+def _settings_key(kafka: KafkaTarget) -> tuple[tuple[str, str], ...]:
+    """The consumer's Java settings: the connection's (security included) and the fetch sizes."""
+    options = {key.removeprefix("kafka."): value for key, value in CONSUMER_OPTIONS.items()}
+    return tuple(sorted({**KafkaClientConfig.of(kafka).java(), **options}.items()))
+
+
+@cache
+def _consumer_settings(gateway: Any, settings: tuple[tuple[str, str], ...]) -> Any:
+    """``settings`` as a Java map, made once per JVM (py4j converts a dict with a call per entry)."""
+    java_map = gateway.jvm.java.util.HashMap()
+    for key, value in settings:
+        java_map.put(key, value)
+    return java_map
 
 
 def read_offsets(spark: SparkSession, kafka: KafkaTarget, start: Offsets, end: Offsets) -> DataFrame:

@@ -38,15 +38,19 @@ public final class Kernel {
      * @param checkpoint where the stores live (any Hadoop filesystem URI)
      * @param version the state version the batch starts from (the batch id; 0: empty)
      * @param fileOrder replay's file order: one task, records in offset order
+     * @param aligned partition t of {@code decoded} holds task t's records already (its input read by {@link
+     *     KafkaRanges}: a global table's in every task), so they go to the rules without a shuffle
      */
     public static KernelBatch join(SparkSession session, Dataset<Row> decoded, JoinPlan plan, String checkpoint,
-            long version, boolean fileOrder) {
+            long version, boolean fileOrder, boolean aligned) {
         Dataset<Row> input = Layout.input(decoded);
         Layout layout = new Layout(input.schema());
         int tasks = fileOrder ? 1 : plan.partitions;
         BatchSummary summary = new BatchSummary(layout);
         session.sparkContext().register(summary, "streamjoin batch summary");
-        JavaPairRDD<Integer, InternalRow> byTask = byTask(input, layout, tasks, fileOrder, summary);
+        JavaPairRDD<Integer, InternalRow> byTask = aligned && !fileOrder
+                ? atTasks(input, layout, tasks, summary)
+                : byTask(input, layout, tasks, fileOrder, summary);
         StoreAdapter joinStores = new StoreAdapter(session, checkpoint, StoreAdapter.JOIN);
         JavaRDD<InternalRow> rows;
         if (plan.join instanceof Shapes.OneStage stage) {
@@ -118,6 +122,34 @@ public final class Kernel {
                 .map(field -> functions.col(field.name()).cast(field.dataType()).as(field.name()))
                 .toArray(Column[]::new);
         return frame.select(columns).queryExecution().toRdd().toJavaRDD();
+    }
+
+    /**
+     * The rows of a batch whose partition t holds task t's records ({@link Routing#joinTasks}), as they are:
+     * counted into {@code summary} as they are read, a global table's record once (at {@link Routing#home}).
+     */
+    private static JavaPairRDD<Integer, InternalRow> atTasks(Dataset<Row> decoded, Layout layout, int tasks,
+            BatchSummary summary) {
+        JavaRDD<InternalRow> rows = decoded.queryExecution().toRdd().toJavaRDD();
+        if (rows.getNumPartitions() != tasks) {
+            throw new IllegalArgumentException("an aligned batch has " + rows.getNumPartitions()
+                    + " partitions, the plan " + tasks + ": read it with KafkaRanges.frame");
+        }
+        return rows.mapPartitionsWithIndex((task, iterator) -> new java.util.Iterator<Tuple2<Integer, InternalRow>>() {
+            @Override
+            public boolean hasNext() {
+                return iterator.hasNext();
+            }
+
+            @Override
+            public Tuple2<Integer, InternalRow> next() {
+                InternalRow row = iterator.next();
+                if (Routing.home(row, layout, tasks) == task) {
+                    summary.add(row);
+                }
+                return new Tuple2<>(task, row.copy());
+            }
+        }, true).mapToPair(pair -> pair);
     }
 
     /** The batch's rows at their tasks ({@link Routing#joinTasks}), counted into {@code summary} as they are read. */

@@ -23,6 +23,14 @@ final class Routing {
         return new int[] {row.getInt(layout.partition)};
     }
 
+    /**
+     * The task that counts a decoded row when every task reads its own records ({@link Kernel#join}'s aligned
+     * batch): its partition's, and for a global table's record, which every task reads, partition mod tasks.
+     */
+    static int home(InternalRow row, Layout layout, int tasks) {
+        return Math.floorMod(row.getInt(layout.partition), tasks);
+    }
+
     /** The reducer task of an aggregate's group. */
     static int groupTask(UTF8String group, int tasks) {
         return Math.floorMod(group.hashCode(), tasks);

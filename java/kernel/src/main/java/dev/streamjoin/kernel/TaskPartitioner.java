@@ -18,7 +18,11 @@ final class TaskPartitioner extends Partitioner {
 
     @Override
     public int getPartition(Object key) {
-        int partition = (Integer) key;
+        return task((Integer) key, partitions);
+    }
+
+    /** The task of Kafka partition {@code partition} (its number) of a pipeline with {@code partitions}. */
+    static int task(int partition, int partitions) {
         if (partition < 0 || partition >= partitions) {
             throw new TerminalKernelException("a record of Kafka partition " + partition + " but the pipeline has "
                     + partitions + " partitions (kafka.partitions in the spec): an input topic has more partitions "

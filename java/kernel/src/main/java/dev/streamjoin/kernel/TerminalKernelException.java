@@ -7,4 +7,8 @@ public final class TerminalKernelException extends KernelException {
     TerminalKernelException(String message) {
         super(message, null);
     }
+
+    TerminalKernelException(String message, Throwable cause) {
+        super(message, cause);
+    }
 }
