@@ -56,6 +56,10 @@ def build_session(
         # the node that holds an HDFS block; and in local mode (no periodic revive of offers) a task set that
         # prefers the DataNode's host over the driver's never started at all
         "spark.locality.wait": "0s",
+        # ...except for the executor a task's state store is loaded in (the kernel's stages prefer it, and a
+        # move reloads the store from the checkpoint): wait longer than a kernel task runs before moving it;
+        # an executor that is gone is no one's preference (StoreLocatedRDD), so nothing waits for it
+        "spark.locality.wait.process": "10s",
         # Kafka options carry the JAAS config (a password) and PEM keys: hide them in the UI, event log, plans
         "spark.redaction.regex": SPARK_REDACTION_REGEX,
         "spark.sql.redaction.options.regex": SPARK_REDACTION_REGEX,

@@ -52,19 +52,21 @@ public final class Kernel {
                 ? atTasks(input, layout, tasks, summary)
                 : byTask(input, layout, tasks, fileOrder, summary);
         StoreAdapter joinStores = new StoreAdapter(session, checkpoint, StoreAdapter.JOIN);
+        StorePlacements placements = StorePlacements.of(session, checkpoint, version);
         JavaRDD<InternalRow> rows;
         if (plan.join instanceof Shapes.OneStage stage) {
-            rows = byTask.mapPartitionsWithIndex(
-                    new KernelTask(layout, joinStores, version, fileOrder, stage.rules().apply(plan, layout)), true);
+            rows = StoreLocatedRDD.of(session, byTask.mapPartitionsWithIndex(
+                    new KernelTask(layout, joinStores, version, fileOrder, stage.rules().apply(plan, layout)), true),
+                    joinStores, placements);
         } else {
             StoreAdapter foreign = new StoreAdapter(session, checkpoint, StoreAdapter.FOREIGN);
-            rows = byTask
+            rows = StoreLocatedRDD.of(session, StoreLocatedRDD.of(session, byTask
                     .mapPartitionsWithIndex(new ForeignKeySubscriptions(layout, joinStores, version, fileOrder, tasks,
-                            plan.inner(), plan.leftHistory, plan.rightHistory), true)
+                            plan.inner(), plan.leftHistory, plan.rightHistory), true), joinStores, placements)
                     .mapToPair(message -> message)
                     .partitionBy(new TaskPartitioner(tasks))
                     .mapPartitionsWithIndex(new ForeignKeyJoin(layout, foreign, version, plan.inner(),
-                            plan.rightHistory != null, plan.longKeys), true);
+                            plan.rightHistory != null, plan.longKeys), true), foreign, placements);
         }
         return batch(session, rows.persist(StorageLevel.MEMORY_AND_DISK()), layout.output(), summary);
     }
@@ -83,22 +85,23 @@ public final class Kernel {
             long version, boolean fileOrder) {
         int tasks = fileOrder ? 1 : plan.partitions;
         StoreAdapter totals = new StoreAdapter(session, checkpoint, StoreAdapter.AGGREGATE);
+        StorePlacements placements = StorePlacements.of(session, checkpoint, version);
         JavaPairRDD<Integer, InternalRow> changes;
         if (plan.join.tableResult()) {
             StoreAdapter previous = new StoreAdapter(session, checkpoint, StoreAdapter.PREVIOUS);
-            changes = rows(staged, TableAggregateChanges.INPUT)
+            changes = StoreLocatedRDD.of(session, rows(staged, TableAggregateChanges.INPUT)
                     .mapToPair(row -> new Tuple2<>(Routing.resultTask(row, fileOrder), row.copy()))
                     .partitionBy(new TaskPartitioner(tasks))
-                    .mapPartitionsWithIndex(new TableAggregateChanges(previous, version), true)
+                    .mapPartitionsWithIndex(new TableAggregateChanges(previous, version), true), previous, placements)
                     .mapToPair(row -> new Tuple2<>(Routing.groupTask(row.getUTF8String(0), tasks), row));
         } else {
             Dataset<Row> accepted = staged.filter(functions.col("group").isNotNull());
             changes = rows(accepted, StreamAggregate.INPUT)
                     .mapToPair(row -> new Tuple2<>(Routing.groupTask(row.getUTF8String(0), tasks), row.copy()));
         }
-        JavaRDD<InternalRow> rows = changes.partitionBy(new TaskPartitioner(tasks))
+        JavaRDD<InternalRow> rows = StoreLocatedRDD.of(session, changes.partitionBy(new TaskPartitioner(tasks))
                 .mapPartitionsWithIndex(new StreamAggregate(totals, version, plan.aggregate == JoinPlan.Emit.PER_BATCH),
-                        true)
+                        true), totals, placements)
                 .persist(StorageLevel.MEMORY_AND_DISK());
         return batch(session, rows, StreamAggregate.OUTPUT, null);
     }

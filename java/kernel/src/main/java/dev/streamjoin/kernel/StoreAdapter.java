@@ -56,7 +56,13 @@ final class StoreAdapter implements TaskStores {
         session.streams().stateStoreCoordinator(); // started on the driver before any task reports to it
     }
 
-    private StateStoreProviderId providerId(int partition) {
+    /** This store's name: {@link #JOIN}, {@link #AGGREGATE}, {@link #PREVIOUS} or {@link #FOREIGN}. */
+    String name() {
+        return storeName;
+    }
+
+    /** The state store provider of {@code partition}'s store: what executors report to the coordinator. */
+    StateStoreProviderId providerId(int partition) {
         return new StateStoreProviderId(new StateStoreId(checkpointRoot, OPERATOR_ID, partition, storeName), runId);
     }
 
