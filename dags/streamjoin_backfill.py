@@ -1,9 +1,9 @@
 """Daily backfill per pipeline. **Unpause it** (with the pipeline's own DAG) to have each past day published:
 once the stream's watermark passed day end + grace, it recomputes the day with the streaming job's code; a
-pipeline with a quality suite has it checked (``check_quality``) and published as
-``<output files>/daily/date=D/`` only if it passes, which is when the day's asset event is recorded. A failed
-check alerts (the pipeline's ``alerts:``, else ``include/alerts.yaml``) and quarantines the day. A day whose
-input topics hold no record of it is skipped with a warning.
+pipeline with a quality suite has it checked in the same Spark application and published as
+``<output files>/daily/date=D/`` only if it passes; ``check_quality`` reports the verdict and records the
+day's asset event. A failed check alerts (the pipeline's ``alerts:``, else ``include/alerts.yaml``) and
+quarantines the day. A day whose input topics hold no record of it is skipped with a warning.
 
 Unpausing runs the latest day only, unless the spec sets ``backfill: {start: YYYY-MM-DD}``: then catchup
 runs every day from there (days before the topics' first record are skipped cheaply). Any range, any time:
@@ -56,14 +56,13 @@ for _path in spec_paths():
         _checked = checked_before_publishing(_spec)
         _run: BaseOperator = ReprocessDayOperator(
             task_id="reprocess_day", spec_path=_path, day=DAY, kafka_conn_id=KAFKA_CONN_ID,
-            outlets=[_asset] if _asset is not None and not _checked else [],
+            data_docs_dir=str(resolve(DATA_DOCS)), outlets=[_asset] if _asset is not None and not _checked else [],
         )  # fmt: skip
         _wait >> _run
         if _checked:
             from streamjoin.airflow.operators.publish_day import CheckAndPublishDayOperator
 
             _run >> CheckAndPublishDayOperator(
-                task_id="check_quality", spec_path=_path, day=DAY, data_docs_dir=str(resolve(DATA_DOCS)),
-                outlets=[_asset] if _asset is not None else [],
-            )  # fmt: skip
+                task_id="check_quality", spec_path=_path, day=DAY, outlets=[_asset] if _asset is not None else []
+            )
     globals()[_dag.dag_id] = _dag

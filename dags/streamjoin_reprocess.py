@@ -9,12 +9,13 @@ start, a day not over yet (today or later, UTC), a range Kafka no longer holds, 
 ``overwrite``, a day another run is reprocessing right now (one at a time per pipeline and day). Such a
 refusal fails the run with the reason and alerts no one: alerts are for data and jobs.
 
-Per day, ``reprocess_day`` recomputes the day; a pipeline with a quality suite has it staged, and
-``check_quality`` checks it and publishes it only if it passes, emitting an asset event (extra: pipeline,
-day, path, forced) through the ``streamjoin_daily_partitions`` alias. A failed check alerts and fails the
-run with the check's message; the day already there stays (published, or quarantined). ``force`` publishes
-over a failed check, recorded in the day's ``_FORCED.json`` with who triggered the run and ``reason``. A day
-without input records is skipped with a warning: nothing is published. Each run's note names its days.
+Per day, ``reprocess_day`` recomputes the day in one Spark application; for a pipeline with a quality suite
+that same application stages it, checks it and publishes it only if it passes (no second Spark or GX start),
+and ``check_quality`` reports the verdict: it emits the asset event (extra: pipeline, day, path, forced)
+through the ``streamjoin_daily_partitions`` alias, or alerts and fails the run with the check's message; the
+day already there then stays (published, or quarantined). ``force`` publishes over a failed check, recorded
+in the day's ``_FORCED.json`` with who triggered the run and ``reason``. A day without input records is
+skipped with a warning: nothing is published. Each run's note names its days.
 """
 
 from datetime import UTC, datetime, timedelta
@@ -98,15 +99,15 @@ def validate(params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
 
 @task_group(group_id="day")
 def reprocess_and_publish(spec_path: str, day: str, dry_run: bool, force: bool, reason: str) -> None:
-    """One day: recompute it (staged when the pipeline has a quality suite), then check and publish it."""
-    staged = ReprocessDayOperator(
+    """One day: recompute it, and check and publish it in the same application when the pipeline has a quality
+    suite; then report the check's verdict."""
+    reprocessed = ReprocessDayOperator(
         task_id="reprocess_day", spec_path=spec_path, day=day, dry_run=dry_run, kafka_conn_id=KAFKA_CONN_ID,
-        outlets=[ALIAS],
+        force=force, force_reason=reason, data_docs_dir=str(resolve(DATA_DOCS)), outlets=[ALIAS],
     )  # fmt: skip
-    staged >> CheckAndPublishDayOperator(
-        task_id="check_quality", spec_path=spec_path, day=day, force=force, force_reason=reason, dry_run=dry_run,
-        data_docs_dir=str(resolve(DATA_DOCS)), outlets=[ALIAS],
-    )  # fmt: skip
+    reprocessed >> CheckAndPublishDayOperator(
+        task_id="check_quality", spec_path=spec_path, day=day, dry_run=dry_run, outlets=[ALIAS]
+    )
 
 
 with DAG(

@@ -213,7 +213,6 @@ def test_reprocessing_a_day_on_a_standalone_cluster_equals_local_mode(
 ) -> None:
     from streamjoin.airflow.operators.reprocess import ReprocessDayOperator, checked_before_publishing
     from streamjoin.core.backfill import partition_location
-    from streamjoin.core.publish import staged_location
     from streamjoin.core.spec import load_spec
 
     day, base = _sample_day()
@@ -226,10 +225,14 @@ def test_reprocessing_a_day_on_a_standalone_cluster_equals_local_mode(
         seconds[mode] = _run(operator, conn, kafka_bootstrap, monkeypatch)
         spec = load_spec(spec_path)
         assert spec.output.files is not None and spec.aggregate is not None and spec.aggregate.output.files
-        # a pipeline with a quality suite gets the day staged for its check (which publishes it): read it there
-        where = staged_location if checked_before_publishing(spec) else partition_location
+        # a pipeline with a quality suite has the day checked and published (or quarantined) by the same
+        # application on the cluster: swapped in either way, its check recorded beside it
+        assert checked_before_publishing(spec)
+        where = partition_location
+        enriched = Path(where(str(spec.output.files.path), dt.date.fromisoformat(day)))
+        assert (enriched / "_CHECK_RESULT.json").is_file(), sorted(p.name for p in enriched.iterdir())
         published[mode] = {
-            "enriched": _file_rows(Path(where(str(spec.output.files.path), dt.date.fromisoformat(day)))),
+            "enriched": _file_rows(enriched),
             "aggregate": _file_rows(Path(where(str(spec.aggregate.output.files.path), dt.date.fromisoformat(day)))),
         }
     assert any(name.startswith("streamjoin-reprocess-clicks_per_region_cluster") for name in _apps(spark_cluster))

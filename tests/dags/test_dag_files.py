@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dag_test_run import WARM_CHECKS
 
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.spec import Format
@@ -48,22 +47,15 @@ DEMO_TASKS = list(DEMO_OPERATORS)
 #: task -> [operator, downstream tasks], as the DAG's parse gives it
 DEMO_WIRING = {task: [kind, DEMO_TASKS[n + 1 : n + 2]] for n, (task, kind) in enumerate(DEMO_OPERATORS.items())}
 
-RUN = (
-    """
-import json, os, sys, threading
+RUN = """
+import json, sys
 from airflow.dag_processing.dagbag import DagBag
 
-"""
-    + WARM_CHECKS
-    + """
-
-threading.Thread(target=warm_checks, daemon=True).start()
 dag = DagBag(sys.argv[1]).get_dag(sys.argv[2])
 run = dag.test()
 print("RESULT " + json.dumps({"state": str(run.state),
       "tasks": {ti.task_id: str(ti.state) for ti in run.get_task_instances()}}))
 """
-)
 
 
 def _python(code: str, *args: str, timeout: int = 120, env: dict[str, str] | None = None) -> str:
@@ -210,12 +202,12 @@ def _assert_day_and_outputs(spec: Any, kafka_bootstrap: str) -> tuple[str, list[
     check having counted the sample's left records with a value on the topic), and the output topics hold what
     the reference engine emits for the sample (per key, in order, with the records' times). Returns the day and
     the records."""
-    from streamjoin.airflow.operators.publish_day import counts_left_records
     from streamjoin.core.backfill import DAY_MS, day_start_ms
     from streamjoin.core.codec import decode
     from streamjoin.demo.report import latest_check
     from streamjoin.demo.sample import DEMO_BEFORE_DAY_END_MS, demo_records
     from streamjoin.kafka.clients import consume_all
+    from streamjoin.quality.gate import counts_left_records
 
     check = latest_check(spec)
     assert check is not None and check.success, check and check.summary()
@@ -272,6 +264,17 @@ def test_seed_demo_dag_writes_what_the_semantics_imply_and_its_day_passes_its_qu
     assert [dict(r.headers)["reason"] for r in dead] == [b"null-value"]
 
 
+def _reprocess_job() -> Any:
+    """``jobs/reprocess_day.py`` as a module (what spark-submit runs)."""
+    import importlib.util
+
+    found = importlib.util.spec_from_file_location("reprocess_day_job", PROJECT_HOME / "jobs" / "reprocess_day.py")
+    assert found is not None and found.loader is not None
+    module = importlib.util.module_from_spec(found)
+    found.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture
 def session_settings(spark: Any) -> Iterator[Any]:
     """The shared SparkSession, its runtime settings put back afterwards (the check task's ``build_session``
@@ -292,9 +295,10 @@ def test_demo_pipeline_writes_what_the_semantics_imply_and_its_day_passes_its_qu
     pipeline: str, kafka_bootstrap: str, session_settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The pipeline's demo DAG's own tasks, run in this process in the DAG's order: its Python tasks, topic
-    provisioning and the check (``execute``, the same Spark session); its two spark-submit tasks as what their
-    jobs run (``jobs/stream_join.py --available-now``: ``run_stream``; ``jobs/reprocess_day.py --stage``:
-    ``reprocess_day``). Then the same outputs, check and lineage as the seed's run through Airflow."""
+    provisioning and the check's report (``execute``); its two spark-submit tasks as what their jobs run
+    (``jobs/stream_join.py --available-now``: ``run_stream``; ``jobs/reprocess_day.py --check``:
+    ``reprocess_day`` staged, then the job's ``check_day`` in the same session). Then the same outputs, check
+    and lineage as the seed's run through Airflow."""
     from streamjoin.airflow.dag_factory import KAFKA_CONN_ID, pipeline_dag
     from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
     from streamjoin.core.backfill import parse_day, plan_day
@@ -324,6 +328,12 @@ def test_demo_pipeline_writes_what_the_semantics_imply_and_its_day_passes_its_qu
     assert run_stream(spark, spec, settings) >= 1
     staged = reprocess_day(spark, spec, plan_day(spec, parse_day(day)), kafka, home=PROJECT_HOME, stage=True)
     assert staged.input_rows > 0 and staged.results > 0, staged
+    # the same application checks and publishes the staged day, with the arguments the operator gives the job
+    job = _reprocess_job()
+    args = job.parse_args(["--spec", spec_path, "--bootstrap", kafka_bootstrap, "--day", day,
+                           *tasks["reprocess_day"]._check_args({"run_id": "manual__in_process"})])  # fmt: skip
+    outcome = job.check_day(spark, spec, parse_day(day), kafka, args, PROJECT_HOME, staged)
+    assert outcome.action == "publish" and outcome.input_rows == staged.input_rows, outcome
     published = tasks["check_quality"].execute({"run_id": "manual__in_process"})
     assert published["day"] == day and not published["forced"], published
     report = tasks["report"].python_callable(spec_path)

@@ -6,9 +6,10 @@
   destinations (its spec's ``alerts:``) each get the alert, the day is quarantined (its enriched and its
   aggregate output alike), no asset event; ``streamjoin_reprocess`` with the status page's conf: still
   quarantined, the same files in both outputs, alerted again, no asset event; with ``force``: both published,
-  ``_FORCED.json`` records it, the asset event says ``forced``.
-  Cost: three spark-submit runs and three in-task GX checks in one Python process (~2-3 min on 2 cores); the
-  checks' Spark session and GX start while the first Spark job runs (steps with ``checks``), not after it.
+  ``_FORCED.json`` records it, the asset event says ``forced``. Each day is checked and published inside its
+  reprocessing application (the job's ``streamjoin check`` lines in ``reprocess_day``'s log; no Spark session
+  nor GX in the Airflow process), ``check_quality`` reports the recorded outcome.
+  Cost: three spark-submit runs in one Python process (~2 min on 2 cores).
 * ``streamjoin_stop_redeploy``: the stop marker it writes stops a running driver (a stand-in process that
   honours the marker as the job does between batches); the intent is recorded. No Spark (~20 s).
 """
@@ -27,7 +28,6 @@ from typing import Any
 
 import pytest
 import yaml
-from dag_test_run import WARM_CHECKS
 
 from streamjoin.core.backfill import DAY_MS, day_start_ms
 from streamjoin.core.partitioner import partition_for
@@ -45,18 +45,13 @@ USERS = [f"u{n:02d}" for n in range(12)]
 #: the blocking checks the bad day fails
 FAILED = ["match_rate", "left_records_complete"]
 
-RUN = (
-    """
-import json, os, sys, threading
+RUN = """
+import json, os, sys
 from datetime import datetime
 from pathlib import Path
 from airflow.dag_processing.dagbag import DagBag
 from airflow.models.asset import AssetEvent
 from airflow.utils.session import create_session
-
-"""
-    + WARM_CHECKS
-    + """
 
 def look(path):  # a day directory's file names and its quarantine marker (None, None: no such directory)
     day = Path(path) if path else None
@@ -66,8 +61,6 @@ def look(path):  # a day directory's file names and its quarantine marker (None,
     return sorted(p.name for p in day.iterdir()), json.loads(marker.read_text()) if marker.exists() else None
 
 dags, steps = sys.argv[1], json.loads(sys.argv[2])
-if any(step.get("checks") for step in steps):
-    threading.Thread(target=warm_checks, daemon=True).start()
 bags = {}
 for step in steps:
     bag = bags.setdefault(step["file"], DagBag(f"{dags}/{step['file']}"))
@@ -82,12 +75,12 @@ for step in steps:
     files, quarantine = look(step.get("day_path"))
     aggregate_files, aggregate_quarantine = look(step.get("aggregate_path"))
     tasks = {f"{ti.task_id}[{ti.map_index}]": str(ti.state) for ti in run.get_task_instances()}
+    in_process = sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "great_expectations"))
     print("STEP " + json.dumps({"dag_id": dag.dag_id, "run_id": run.run_id, "state": str(run.state),
                                 "tasks": tasks, "events": extras, "files": files, "quarantine": quarantine,
-                                "aggregate_files": aggregate_files,
-                                "aggregate_quarantine": aggregate_quarantine}), flush=True)
+                                "aggregate_files": aggregate_files, "aggregate_quarantine": aggregate_quarantine,
+                                "in_process": in_process[:5]}), flush=True)
 """
-)
 
 
 def _steps(
@@ -181,12 +174,12 @@ def test_a_day_that_breaks_an_expectation_is_quarantined_alerted_and_published_o
     steps = [
         # the scheduled run of the day: its data interval [DAY, DAY + 1) ends at the next midnight
         {"file": "streamjoin_backfill.py", "dag_id": f"streamjoin_backfill_{spec.name}", "day_path": day,
-         "aggregate_path": aggregate, "logical_date": next_midnight.isoformat(), "checks": True},
+         "aggregate_path": aggregate, "logical_date": next_midnight.isoformat()},
         {"file": "streamjoin_reprocess.py", "dag_id": "streamjoin_reprocess", "conf": page_conf, "day_path": day,
-         "aggregate_path": aggregate, "checks": True},
+         "aggregate_path": aggregate},
         {"file": "streamjoin_reprocess.py", "dag_id": "streamjoin_reprocess",
          "conf": {**page_conf, "force": True, "reason": REASON}, "day_path": day, "aggregate_path": aggregate,
-         "checks": True},
+},
     ]  # fmt: skip
     with smtp_sink() as smtp, http_sink() as http:
         env = {
@@ -198,6 +191,13 @@ def test_a_day_that_breaks_an_expectation_is_quarantined_alerted_and_published_o
         }
         (backfill, again, forced), log = _steps(steps, env, LOGS / "backfill_quarantine_force.log")
     context = f"\n{log[-6000:]}\n(whole log: {LOGS / 'backfill_quarantine_force.log'})"
+
+    # each day was checked and published in its reprocessing application: no Spark nor GX in Airflow's process,
+    # the job's check lines (and its Data Docs link) in reprocess_day's log, one outcome record per run
+    assert [step["in_process"] for step in (backfill, again, forced)] == [[], [], []], context
+    assert log.count("job: streamjoin check {") == 3, context
+    assert f"job: streamjoin check: {spec.name} enriched {DAY}: FAILED; blocking: match_rate" in log, context
+    assert f"Data Docs: {BASE_URL}/" in log, context
 
     # the backfill: sensor and reprocessing pass, the check fails; quarantined, no asset event
     assert backfill["tasks"] == {"wait_for_watermark[-1]": "success", "reprocess_day[-1]": "success",

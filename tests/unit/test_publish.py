@@ -11,11 +11,15 @@ from streamjoin.core.publish import (
     Action,
     DayBusy,
     DayLock,
+    DayOutcome,
     decide,
     lock_location,
+    outcome_location,
+    read_outcome,
     staged_location,
     staging_path,
     swap_in,
+    write_outcome,
 )
 from streamjoin.core.storage import LocalStorage
 
@@ -84,3 +88,22 @@ def test_one_reprocess_per_pipeline_day(tmp_path: Path) -> None:
     assert (lock.holder() or {}).get("run_id") == "scheduled-1"
     lock.release("streamjoin_backfill_clicks", "scheduled-1")
     assert lock.holder() is None
+
+
+def test_the_outcome_record_round_trips_and_refuses_what_it_cannot_read(tmp_path: Path) -> None:
+    """What the reprocessing application writes, the Airflow task reads back the same; a record it cannot read
+    (torn, unknown action) is an error naming what is wrong, never taken for a published day."""
+    location = outcome_location(str(tmp_path), DAY)
+    assert location == f"{tmp_path}/daily/_staging/date=2026-11-20.outcome.json"
+    assert read_outcome(LocalStorage(), location) is None
+    outcome = DayOutcome(pipeline="p", day=DAY.isoformat(), action=Action.FORCE.value, path="/x/date=2026-11-20",
+                         consequence="published with force", check={"success": False}, forced_file="/x/_FORCED.json",
+                         dag_id="d", run_id="r", left_records=49, input_rows=61, results=48, seconds=1.5)  # fmt: skip
+    write_outcome(LocalStorage(), location, outcome)
+    back = read_outcome(LocalStorage(), location)
+    assert back == outcome and back.published
+    assert not DayOutcome.from_json({**outcome.to_json(), "action": "keep"}).published
+    with pytest.raises(ValueError, match="'action'"):
+        DayOutcome.from_json({**outcome.to_json(), "action": None})
+    with pytest.raises(ValueError, match="'archive'"):
+        DayOutcome.from_json({**outcome.to_json(), "action": "archive"})

@@ -111,18 +111,17 @@ def _doc(spec: PipelineSpec, spec_path: str, demo: bool) -> str:
 
 
 def _check_demo_day(spec: PipelineSpec, spec_path: str) -> tuple[BaseOperator, BaseOperator]:
-    """Reprocess the demo's day (staged), check it and publish it if it passes, as the daily backfill does."""
+    """Reprocess the demo's day, check it and publish it if it passes (one Spark application), then report the
+    verdict, as the daily backfill does."""
     from streamjoin.airflow.operators.publish_day import CheckAndPublishDayOperator
     from streamjoin.airflow.operators.reprocess import ReprocessDayOperator
 
     if spec.output.files is None or spec.quality is None:
         raise ValueError(f"the demo of {spec.name} needs output files and a quality suite")
     day = "{{ ti.xcom_pull(task_ids='produce_sample')['day'] }}"
-    reprocess = ReprocessDayOperator(task_id="reprocess_day", spec_path=spec_path, day=day, kafka_conn_id=KAFKA_CONN_ID)
-    check = CheckAndPublishDayOperator(
-        task_id="check_quality", spec_path=spec_path, day=day, data_docs_dir=str(resolve(DATA_DOCS))
-    )
-    return reprocess, check
+    reprocess = ReprocessDayOperator(task_id="reprocess_day", spec_path=spec_path, day=day, kafka_conn_id=KAFKA_CONN_ID,
+                                     data_docs_dir=str(resolve(DATA_DOCS)))  # fmt: skip
+    return reprocess, CheckAndPublishDayOperator(task_id="check_quality", spec_path=spec_path, day=day)
 
 
 @task

@@ -8,6 +8,8 @@ and Parquet readers):
   published it over a failed check with ``force``);
 * ``_staging/date=D/``: a reprocessed day waiting for its check (``jobs/reprocess_day.py --stage``);
 * ``_staging/date=D.lock``: which run is reprocessing the day (one at a time);
+* ``_staging/date=D.outcome.json``: what the reprocessing application did to the day (:class:`DayOutcome`),
+  read by the Airflow task that reports it;
 * ``.date=D.new-*`` / ``.date=D.old-*``: a swap in progress (a killed run's are tidied by :func:`recover`).
 
 :func:`decide` says what a check's verdict does to the day; :func:`swap_in` does it with renames, so a
@@ -45,6 +47,11 @@ def lock_location(files_location: str, day: date) -> str:
     return staged_location(files_location, day) + ".lock"
 
 
+def outcome_location(files_location: str, day: date) -> str:
+    """Where the reprocessing application records what it did to the day (:class:`DayOutcome`)."""
+    return staged_location(files_location, day) + ".outcome.json"
+
+
 # ----------------------------------------------------------------------------------------------- verdict
 
 
@@ -80,6 +87,61 @@ class ForcedRecord:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
+
+
+@dataclass(frozen=True)
+class DayOutcome:
+    """What one reprocessing application did to a checked day, for the Airflow task that reports it
+    (``_staging/date=D.outcome.json``): the :class:`Action` its check decided, where the day is (``path``, the
+    published partition), what became of it in words (``consequence``: alerts and logs say it), the check
+    (a :class:`~streamjoin.quality.results.CheckResult` as its dict), ``_FORCED.json``'s path when forced, and
+    which run made it (``dag_id``, ``run_id``: a reader ignores another run's). Counts as the job's
+    ``streamjoin reprocess`` line; ``seconds``: compute and stage, ``check_seconds``: check and publish."""
+
+    pipeline: str
+    day: str
+    action: str
+    path: str
+    consequence: str
+    check: dict[str, Any] | None = None
+    forced_file: str | None = None
+    dag_id: str | None = None
+    run_id: str | None = None
+    left_records: int | None = None
+    input_rows: int = 0
+    results: int = 0
+    dead_letters: int = 0
+    seconds: float = 0.0
+    check_seconds: float = 0.0
+
+    @property
+    def published(self) -> bool:
+        """Consumers get the new day (passed, or forced over a failed check)."""
+        return self.action in (Action.PUBLISH, Action.FORCE)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> DayOutcome:
+        """:raises ValueError: not an outcome (names the missing fields)"""
+        needed = ("pipeline", "day", "action", "path", "consequence")
+        missing = [n for n in needed if not isinstance(data, dict) or data.get(n) is None]
+        if missing:
+            raise ValueError(f"not a day outcome record: {missing} missing in {str(data)[:300]}")
+        Action(data["action"])  # an unknown action is an error, not a silent success
+        known = {f: data[f] for f in cls.__dataclass_fields__ if f in data}
+        return cls(**known)
+
+
+def write_outcome(storage: Storage, location: str, outcome: DayOutcome) -> None:
+    storage.write_text(location, json.dumps(outcome.to_json(), indent=2, default=str))
+
+
+def read_outcome(storage: Storage, location: str) -> DayOutcome | None:
+    """The recorded outcome; None without one."""
+    text = storage.read_text(location)
+    return None if text is None else DayOutcome.from_json(json.loads(text))
 
 
 def record_forced(storage: Storage, partition: str, record: ForcedRecord) -> str:

@@ -23,7 +23,7 @@ no_duplicate_outputs     (key, ts, src_topic, src_partition, src_offset) is uniq
 left_records_complete    distinct left records in the output == left input count of    blocking
                          the day (left/outer joins, when the count is given; the
                          DAGs' check counts it on Kafka for a left join of a stream on
-                         a table without grace: ``publish_day.counts_left_records``)
+                         a table without grace: ``gate.counts_left_records``)
 ts_in_partition          every ts lies inside the partition's day                     blocking
 freshness                max(ts) at most ``freshness`` before the partition end       warning
 <column>_in_set          declared value sets (``values:``)                            warning

@@ -1,10 +1,12 @@
 """Reprocess a past day of a pipeline: plan it, check Kafka still holds its range, spark-submit the batch job.
 
-A pipeline with a quality suite (:func:`checked_before_publishing`) has the day *staged* in
-``daily/_staging/date=D``; the next task (``CheckAndPublishDayOperator``, operators/publish_day.py) checks it
-and publishes it only if it passes. Without a suite the job publishes the day itself. Either way one run at
-a time reprocesses a pipeline-day (``streamjoin.core.publish.DayLock``), and a day whose input topics hold
-no record of it is skipped with a warning (nothing published).
+A pipeline with a quality suite (:func:`checked_before_publishing`) has the day staged, checked and published
+(or quarantined, or kept) by that one application (``jobs/reprocess_day.py --check``,
+:mod:`streamjoin.quality.gate`), which records what it did (``DayOutcome``); the next task
+(``CheckAndPublishDayOperator``, operators/publish_day.py) reports it: fails and alerts on a failed check,
+records the day's asset event on a published one. Without a suite the job publishes the day itself. Either
+way one run at a time reprocesses a pipeline-day (``streamjoin.core.publish.DayLock``), and a day whose input
+topics hold no record of it is skipped with a warning (nothing published).
 
 Values from a trigger form reach spark-submit only as separate list arguments (never a shell string), and
 ``day`` must parse as a date before anything runs.
@@ -21,6 +23,7 @@ from typing import Any
 from airflow.sdk import Asset, BaseOperator
 
 from streamjoin.airflow.lineage import SpecLineageMixin
+from streamjoin.airflow.ui_paths import DATA_DOCS_DIR
 from streamjoin.core.backfill import (
     BackfillPlan,
     RetentionFact,
@@ -116,9 +119,11 @@ def plan_reprocess(
     stage: bool = False,
     home: Path = PROJECT_HOME,
     py_files: Sequence[str] = (),
+    check_args: Sequence[str] = (),
 ) -> SubmitPlan:
     """spark-submit plan of ``jobs/reprocess_day.py`` (``kafka_args``: ``--bootstrap B`` or
-    ``--kafka-config FILE``, see ``KafkaClientConfig.job_arguments``)."""
+    ``--kafka-config FILE``, see ``KafkaClientConfig.job_arguments``; ``check_args``: ``--check`` and its
+    options, see the job's docstring)."""
     args = ["--spec", str(resolve(spec_path, home)), "--home", str(home)]
     for day in days:
         args += ["--day", parse_day(day).isoformat()]
@@ -126,6 +131,7 @@ def plan_reprocess(
         args.append("--dry-run")
     if stage:
         args.append("--stage")
+    args += list(check_args)
     return job_plan(f"streamjoin-reprocess-{spec.name}", home / REPROCESS_JOB, args, kafka_args, spec, jars,
                     py_files=py_files, conf={"spark.ui.enabled": "false"})  # fmt: skip
 
@@ -155,17 +161,25 @@ def retention_facts(kafka: KafkaTarget, topics: Iterable[str], timeout: float = 
 
 class ReprocessDayOperator(SpecLineageMixin, BaseOperator):
     """Recompute one past day of a pipeline with the streaming job's code. A pipeline checked before
-    publishing (:func:`checked_before_publishing`) gets the day staged for the check task, which then holds
-    the day's lock; any other is published atomically under ``<output files>/daily/date=D/`` with an asset
+    publishing (:func:`checked_before_publishing`) gets the day staged, checked and published or not in the
+    same Spark application, which records what it did for the check task (that task then holds the day's lock
+    and reports); any other is published atomically under ``<output files>/daily/date=D/`` with an asset
     event (extra: pipeline, day, path) unless ``dry_run``. A day without input records is skipped.
 
     :param spec_path: pipeline spec, relative to the project home or absolute (templated)
     :param day: ``YYYY-MM-DD`` (templated)
     :param dry_run: count only, write nothing (kept as ``count_only``: ``BaseOperator.dry_run`` is a method)
+    :param force: publish a checked day even if a blocking check fails (recorded in ``_FORCED.json`` with the
+        run's triggering user) (templated)
+    :param force_reason: why, in the user's words (recorded with ``force``) (templated)
+    :param data_docs_dir: root of the checks' Data Docs (templated)
+    :param data_docs_base_url: URL ``data_docs_dir`` is served under, for links in alerts, logs and pages;
+        default for the directory the plugin serves: its route under Airflow's ``[api] base_url`` (templated)
     """
 
     #: ``count_only`` too: inside a mapped task group its value arrives as a mapped argument, resolved on rendering
-    template_fields: Sequence[str] = ("spec_path", "day", "kafka_conn_id", "spark_conn_id", "count_only")
+    template_fields: Sequence[str] = ("spec_path", "day", "kafka_conn_id", "spark_conn_id", "count_only", "force",
+                                      "force_reason", "data_docs_dir", "data_docs_base_url")  # fmt: skip
 
     def __init__(
         self,
@@ -175,11 +189,17 @@ class ReprocessDayOperator(SpecLineageMixin, BaseOperator):
         dry_run: bool | str = False,
         kafka_conn_id: str = "streamjoin_kafka_default",
         spark_conn_id: str = "spark_default",
+        force: bool | str = False,
+        force_reason: str | None = None,
+        data_docs_dir: str = DATA_DOCS_DIR,
+        data_docs_base_url: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.spec_path, self.day, self.count_only = spec_path, day, dry_run
         self.kafka_conn_id, self.spark_conn_id = kafka_conn_id, spark_conn_id
+        self.force, self.force_reason = force, force_reason
+        self.data_docs_dir, self.data_docs_base_url = data_docs_dir, data_docs_base_url
         self._launcher: Any = None
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -188,7 +208,7 @@ class ReprocessDayOperator(SpecLineageMixin, BaseOperator):
         from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
 
         spec = load_spec(resolve(self.spec_path))
-        dry_run = bool(self.count_only) and str(self.count_only).lower() not in ("false", "0")
+        dry_run = is_true(self.count_only)
         plan: BackfillPlan = plan_day(spec, self.day)
         kafka = StreamJoinKafkaHook(self.kafka_conn_id).checked_config()
         check_retention(plan, retention_facts(kafka, [r.topic for r in plan.reads]))
@@ -222,22 +242,32 @@ class ReprocessDayOperator(SpecLineageMixin, BaseOperator):
         self, context: Any, spec: PipelineSpec, plan: BackfillPlan, kafka: Any, *, dry_run: bool, stage: bool
     ) -> dict[str, Any]:
         from streamjoin.airflow.launcher import SparkJobLauncher, spark_target
-        from streamjoin.core.publish import staged_location
+        from streamjoin.core.publish import outcome_location, read_outcome
 
+        files = str(resolve(spec.output.files.path)) if spec.output.files is not None else None
+        check_args: list[str] = []
+        if stage and files is not None:
+            LocalStorage().delete(outcome_location(files, plan.day))  # an earlier run's: never read as this one's
+            check_args = self._check_args(context)
         submit = plan_reprocess(spec, self.spec_path, kafka.job_arguments(secrets_dir()), [plan.day], connector_jars(),
-                                dry_run=dry_run, stage=stage, py_files=[str(package_zip())])  # fmt: skip
-        self.log.info("reprocessing %s %s%s", spec.name, plan.day, " (staged for its quality check)" if stage else "")
+                                dry_run=dry_run, py_files=[str(package_zip())], check_args=check_args)  # fmt: skip
+        self.log.info("reprocessing %s %s%s", spec.name, plan.day,
+                      " (staged, checked and published or not in the same application)" if stage else "")  # fmt: skip
         self._launcher = SparkJobLauncher(submit, spark_target(self.spark_conn_id))
         self._launcher.run(self.log)
         outcome: dict[str, Any] = {"pipeline": spec.name, "day": plan.day.isoformat(), "dry_run": dry_run}
-        if dry_run or spec.output.files is None:
+        if dry_run or files is None:
             self.log.info("progress: %s %s done (dry run: nothing written)", spec.name, plan.day)
             return outcome
-        files = str(resolve(spec.output.files.path))
         if stage:
-            outcome["staged"] = staged_location(files, plan.day)
-            self.log.info("progress: %s %s staged at %s; its check decides whether it is published",
-                          spec.name, plan.day, outcome["staged"])  # fmt: skip
+            where = outcome_location(files, plan.day)
+            recorded = read_outcome(LocalStorage(), where)
+            if recorded is None:
+                raise RuntimeError(f"the reprocessing job of {spec.name} {plan.day} ended without recording its "
+                                   f"outcome at {where}: see the job's lines above")  # fmt: skip
+            outcome.update(action=recorded.action, path=recorded.path, consequence=recorded.consequence)
+            self.log.info("progress: %s %s checked in the same application: %s; check_quality reports it",
+                          spec.name, plan.day, recorded.consequence)  # fmt: skip
             return outcome
         path = partition_path(files, plan.day)
         if not path.is_dir():
@@ -247,9 +277,36 @@ class ReprocessDayOperator(SpecLineageMixin, BaseOperator):
         self.log.info("progress: %s %s published at %s", spec.name, plan.day, path)
         return outcome
 
+    def _check_args(self, context: Any) -> list[str]:
+        """The job's ``--check`` arguments: who asks, how the check is named, where its Data Docs go, force."""
+        from streamjoin.airflow.ui_paths import data_docs_base_url
+
+        dag_id, run_id = run_identity(context)
+        ti = context.get("ti")
+        docs_root = resolve(self.data_docs_dir)
+        served = docs_root.resolve() == resolve(DATA_DOCS_DIR).resolve()  # the directory the plugin serves
+        base_url = self.data_docs_base_url or (data_docs_base_url() if served else None)
+        args = ["--check", "--dag-id", dag_id, "--run-id", run_id,
+                "--check-run", f"{context.get('run_id') or 'manual'}-try{getattr(ti, 'try_number', 0)}",
+                "--data-docs-dir", str(docs_root)]  # fmt: skip
+        if base_url:
+            args += ["--data-docs-url", base_url]
+        if is_true(self.force):
+            user = getattr(context.get("dag_run"), "triggering_user_name", None)
+            args += ["--force"] + (["--user", str(user)] if user else [])
+            reason = "" if self.force_reason is None else str(self.force_reason).strip()
+            if reason and reason != "None":
+                args += ["--reason", reason]
+        return args
+
     def on_kill(self) -> None:
         if self._launcher is not None:
             self._launcher.kill()
+
+
+def is_true(value: Any) -> bool:
+    """A flag that may arrive rendered from a template or a form (``"True"``, ``"false"``, ``1``)."""
+    return value is True or str(value).strip().lower() in ("true", "1", "yes")
 
 
 def emit_day_event(context: Any, outlets: Iterable[Any], spec: PipelineSpec, extra: dict[str, Any]) -> None:
