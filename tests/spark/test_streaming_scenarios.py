@@ -113,3 +113,49 @@ def test_scenario_through_the_streaming_job(scenario: Scenario, spark, kafka_boo
     dead = consume_all(kafka_bootstrap, names[scenario.spec.dead_letter_topic], timeout=30)
     expected_dead = sum(1 for e in scenario.expected if e.topic == scenario.spec.dead_letter_topic)
     assert len(dead) == expected_dead - len(unwritable)
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_a_global_table_over_several_partitions_is_read_by_every_task_and_counted_once(
+    spark, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Three partitions: each task of the job reads its views' partition and every partition of the global
+    table (a replica per task), yet a table record is one input record and its dead letter is written once."""
+    from streamjoin.spark.job import JobSettings, StreamJob
+
+    suffix = uuid.uuid4().hex[:8]
+    spec = parse_spec({
+        "name": f"global_parts_{suffix}",
+        "inputs": {
+            "views": {"topic": f"views-{suffix}", "role": "stream",
+                      "value": {"format": "json", "schema": {"page": "string"}}},
+            "users": {"topic": f"users-{suffix}", "role": "global_table",
+                      "value": {"format": "json", "schema": {"region": "string"}}},
+        },
+        "join": {"shape": "stream-globaltable", "kind": "left", "left": "views", "right": "users"},
+        "output": {"topic": f"views-regions-{suffix}"},
+        "dead_letter_topic": f"views-dlq-{suffix}",
+        "kafka": {"partitions": 3, "replication_factor": 1},
+    }, "test")  # fmt: skip
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, plan_topics(spec))
+    base = int(time.time() * 1000) - 3_600_000
+    users = [f"user{i}" for i in range(9)]
+    table = [(spec.right.topic, u.encode(), encode({"region": f"r{i}"}, Format.JSON), base, []) for i, u in
+             enumerate(users)] + [(spec.right.topic, b"bad-user", b"{not json", base, [])]  # fmt: skip
+    views = [(spec.left.topic, u.encode(), encode({"page": f"/{u}"}, Format.JSON), base + 1000, []) for u in users]
+    views.append((spec.left.topic, b"user0", b"{not json", base + 2000, []))
+    produce_records(kafka_bootstrap, table)
+    produce_records(kafka_bootstrap, views)
+    on_table = {r.partition for r in consume_all(kafka_bootstrap, spec.right.topic, timeout=30)}
+    assert len(on_table) > 1, "the global table should span partitions: the test would not see its replicas"
+
+    job = StreamJob(spark, spec, JobSettings(bootstrap=kafka_bootstrap, checkpoint_dir=str(tmp_path / "ck"),
+                                             available_now=True, home=str(tmp_path)))  # fmt: skip
+    assert job.run() == 1
+    counts = job.writer.last_counts
+    assert (counts.input_records, counts.output_records, counts.dead_letters) == (20, 9, 2)
+    got = {r.key.decode(): decode(r.value, Format.JSON) for r in consume_all(kafka_bootstrap, spec.output.topic)}
+    assert got == {u: {"left": {"page": f"/{u}"}, "right": {"region": f"r{i}"}} for i, u in enumerate(users)}
+    dead = consume_all(kafka_bootstrap, spec.dead_letter_topic, timeout=30)
+    assert sorted((r.key, r.value) for r in dead) == [(b"bad-user", b"{not json"), (b"user0", b"{not json")]
