@@ -144,3 +144,22 @@ def test_importing_the_operator_imports_neither_spark_nor_gx() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_reprocessing_application_s_check_imports_no_airflow() -> None:
+    """The job ring (``jobs/reprocess_day.py`` and the gate it checks and publishes with, GX and pyspark included)
+    runs in spark-submit's driver: no Airflow there. The report operator imports neither Spark nor GX."""
+    job = Path(__file__).resolve().parents[2] / "jobs" / "reprocess_day.py"
+    code = (
+        "import runpy, sys, streamjoin.quality.gate, streamjoin.quality.validate;"
+        f"runpy.run_path({str(job)!r}, run_name='not_main');"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'airflow', 'pyspark', 'great_expectations'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "['great_expectations', 'pyspark']"
+    code = (
+        "import sys, streamjoin.airflow.operators.publish_day;"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pyspark', 'great_expectations'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
