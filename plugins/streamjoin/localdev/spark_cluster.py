@@ -1,14 +1,14 @@
-"""A Spark standalone cluster (one master, one worker) on loopback, run from the pyspark distribution.
+"""A Spark standalone cluster (one master, one or more workers) on loopback, run from the pyspark distribution.
 
 For tests and for trying cluster mode on one machine: the same ``spark://`` master URL a real cluster
 gives, so jobs are submitted exactly as they would be to the compose stack's ``spark-master``. The master
-and the worker are plain JVMs started from ``<pyspark>/jars/*``; :meth:`SparkStandaloneCluster.start`
-waits until the master's web UI JSON (``/json/``) lists an ALIVE worker.
+and the workers are plain JVMs started from ``<pyspark>/jars/*``; :meth:`SparkStandaloneCluster.start`
+waits until the master's web UI JSON (``/json/``) lists every worker ALIVE.
 
 CLI::
 
     python -m streamjoin.localdev.spark_cluster start|stop|status [--port 17077] [--webui-port 18080] \
-        [--rest-port 16066] [--cores 1]
+        [--rest-port 16066] [--cores 1] [--workers 1]
 """
 
 from __future__ import annotations
@@ -80,15 +80,16 @@ def _tail(path: Path, lines: int = 25) -> str:
 
 
 class SparkStandaloneCluster:
-    """One master and one worker, both on 127.0.0.1.
+    """One master and ``workers`` workers, all on 127.0.0.1.
 
-    :param home: folder for logs, pid files and the worker's work dir
+    :param home: folder for logs, pid files and the workers' work dirs
     :param port: the master's RPC port (``spark://127.0.0.1:<port>``)
     :param webui_port: the master's web UI port (``http://127.0.0.1:<webui_port>/json/``)
-    :param cores: cores the worker offers
-    :param memory: memory the worker offers (``2g``)
+    :param cores: cores each worker offers
+    :param memory: memory each worker offers (``2g``)
     :param rest_port: the master's REST submission server (``spark.master.rest.port``), off when None: what
         ``spark-submit --status/--kill`` and the Spark provider's hook use for a cluster-mode driver
+    :param workers: how many workers (each its own JVM, work dir ``work`` / ``work-2`` ..., log and pid file)
     """
 
     def __init__(
@@ -100,9 +101,14 @@ class SparkStandaloneCluster:
         cores: int = 1,
         memory: str = "2g",
         rest_port: int | None = None,
+        workers: int = 1,
     ) -> None:
+        if workers < 1:
+            raise ValueError(f"a cluster needs at least one worker, not {workers}")
         self.home, self.port, self.webui_port = Path(home), port, webui_port
         self.cores, self.memory, self.rest_port = cores, memory, rest_port
+        #: the workers' roles: ``worker`` (the first, as before) then ``worker-2`` ...
+        self.workers = ["worker", *(f"worker-{n}" for n in range(2, workers + 1))]
 
     @property
     def master_url(self) -> str:
@@ -129,8 +135,12 @@ class SparkStandaloneCluster:
         worker_ui = free_port()
         return [
             *base, WORKER_CLASS, self.master_url, "--host", HOST, "--cores", str(self.cores),
-            "--memory", self.memory, "--webui-port", str(worker_ui), "--work-dir", str(self.home / "work"),
+            "--memory", self.memory, "--webui-port", str(worker_ui), "--work-dir", str(self.work_dir(role)),
         ]  # fmt: skip
+
+    def work_dir(self, worker: str) -> Path:
+        """Where ``worker`` runs its executors (``<app>/<executor>/stderr`` inside)."""
+        return self.home / worker.replace("worker", "work")
 
     def _spawn(self, role: str) -> subprocess.Popen[bytes]:
         env = {
@@ -164,12 +174,12 @@ class SparkStandaloneCluster:
 
     def is_healthy(self) -> bool:
         state = self.state() or {}
-        return state.get("status") == "ALIVE" and self.alive_workers() >= 1
+        return state.get("status") == "ALIVE" and self.alive_workers() >= len(self.workers)
 
     def start(self, timeout: float = 90.0) -> None:
-        """Start the master, then the worker; wait (bounded) until the master lists an ALIVE worker.
+        """Start the master, then the workers; wait (bounded) until the master lists them all ALIVE.
 
-        :raises SparkClusterError: a port is taken, a JVM exited, or no ALIVE worker within ``timeout``
+        :raises SparkClusterError: a port is taken, a JVM exited, or not every worker ALIVE within ``timeout``
         """
         self.home.mkdir(parents=True, exist_ok=True)
         for port in (self.port, self.webui_port, self.rest_port):
@@ -180,10 +190,12 @@ class SparkStandaloneCluster:
         while self.state() is None:
             self._check_alive(master, "master", deadline, "the master's web UI to answer")
             time.sleep(0.5)
-        worker = self._spawn("worker")
+        workers = {role: self._spawn(role) for role in self.workers}
+        waiting = f"{len(workers)} ALIVE worker(s)"
         while not self.is_healthy():
-            self._check_alive(master, "master", deadline, "an ALIVE worker")
-            self._check_alive(worker, "worker", deadline, "an ALIVE worker")
+            self._check_alive(master, "master", deadline, waiting)
+            for role, worker in workers.items():
+                self._check_alive(worker, role, deadline, waiting)
             time.sleep(0.5)
 
     def _check_alive(self, process: subprocess.Popen[bytes], role: str, deadline: float, waiting: str) -> None:
@@ -197,22 +209,33 @@ class SparkStandaloneCluster:
             )
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop worker then master (SIGTERM, then SIGKILL after ``timeout``); no-op when not running."""
-        for role in ("worker", "master"):
-            pid_file = self._pid_file(role)
-            if not pid_file.exists():
-                continue
-            pid = int(pid_file.read_text().strip() or 0)
-            if pid and _pid_alive(pid):
+        """Stop the workers then the master (SIGTERM, then SIGKILL after ``timeout``); no-op when not running."""
+        for role in (*self.workers, "master"):
+            self._signal(role, signal.SIGTERM, timeout)
+
+    def kill_worker(self, worker: str) -> None:
+        """SIGKILL ``worker`` and its executors (its process group), as a machine that dies: nothing shuts
+        down cleanly, the master and the drivers find out by the lost connections."""
+        if worker not in self.workers:
+            raise ValueError(f"no worker {worker!r} in {self.home}: {self.workers}")
+        self._signal(worker, signal.SIGKILL, 10.0)
+
+    def _signal(self, role: str, sig: signal.Signals, timeout: float) -> None:
+        """``sig`` to ``role``'s process group; SIGKILL if it still runs after ``timeout``."""
+        pid_file = self._pid_file(role)
+        if not pid_file.exists():
+            return
+        pid = int(pid_file.read_text().strip() or 0)
+        if pid and _pid_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, sig)
+            deadline = time.monotonic() + timeout
+            while _pid_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if _pid_alive(pid):
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGTERM)
-                deadline = time.monotonic() + timeout
-                while _pid_alive(pid) and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                if _pid_alive(pid):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(pid, signal.SIGKILL)
-            pid_file.unlink(missing_ok=True)
+                    os.killpg(pid, signal.SIGKILL)
+        pid_file.unlink(missing_ok=True)
 
     def status(self) -> str:
         state = self.state()
@@ -233,6 +256,11 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _started_workers(home: Path) -> int:
+    """How many workers a cluster in ``home`` was started with (their pid files), so that ``stop`` stops them all."""
+    return 1 + sum(1 for _ in home.glob("worker-*.pid"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="spark_cluster", description=__doc__)
     parser.add_argument("action", choices=["start", "stop", "status"])
@@ -240,9 +268,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=17077)
     parser.add_argument("--webui-port", type=int, default=18080)
     parser.add_argument("--rest-port", type=int, default=None, help="REST submission server (cluster deploy mode)")
-    parser.add_argument("--cores", type=int, default=1, help="the worker's cores (a cluster-mode driver takes one)")
+    parser.add_argument("--cores", type=int, default=1, help="each worker's cores (a cluster-mode driver takes one)")
+    parser.add_argument("--workers", type=int, default=1, help="workers (stop and status find them by pid file)")
     args = parser.parse_args(argv)
-    cluster = SparkStandaloneCluster(args.home, args.port, args.webui_port, cores=args.cores, rest_port=args.rest_port)
+    workers = max(args.workers, _started_workers(args.home))
+    cluster = SparkStandaloneCluster(args.home, args.port, args.webui_port, cores=args.cores, rest_port=args.rest_port,
+                                     workers=workers)  # fmt: skip
     if args.action == "start":
         cluster.start()
     elif args.action == "stop":

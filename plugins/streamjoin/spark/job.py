@@ -49,7 +49,7 @@ from streamjoin.spark.events import BatchSummary
 from streamjoin.spark.failures import jvm_error
 from streamjoin.spark.hadoop_storage import storage_for
 from streamjoin.spark.heartbeat import Heartbeat
-from streamjoin.spark.kernel import jvm_plan
+from streamjoin.spark.kernel import StoreTask, jvm_plan, store_tasks
 from streamjoin.spark.repartition import Repartitioner, join_partitions
 from streamjoin.spark.sinks import (
     close_transactional_producers,
@@ -113,7 +113,8 @@ class BatchWriter:
         """
         started = time.monotonic()
         # decodes the batch; the rest is lazy
-        out = process_batch(raw, self.spec, self.store.load(batch_id), aligned=aligned)
+        checkpoint = self.store.load(batch_id)
+        out = process_batch(raw, self.spec, checkpoint, aligned=aligned)
         planned = time.monotonic()
         written_counts = self._write(out, batch_id)
         written = time.monotonic()
@@ -130,7 +131,8 @@ class BatchWriter:
             read_ms=round((planned - started) * 1000), write_ms=round((written - planned) * 1000),
             state_ms=round((time.monotonic() - written) * 1000),
         )  # fmt: skip
-        self._report(batch_id, counts, time.monotonic() - started)
+        tasks = [] if checkpoint.root is None else store_tasks(self.spark, checkpoint.root)
+        self._report(batch_id, counts, time.monotonic() - started, tasks)
         self.last_counts = counts
         return out.summary
 
@@ -182,8 +184,11 @@ class BatchWriter:
         if self.spec.exactly_once:
             close_transactional_producers(self.spark, self.spec)
 
-    def _report(self, batch_id: int, counts: BatchCounts, seconds: float) -> None:
-        line = {"pipeline": self.spec.name, "batch_id": batch_id, "seconds": round(seconds, 3), **counts.as_record()}
+    def _report(self, batch_id: int, counts: BatchCounts, seconds: float, tasks: list[StoreTask]) -> None:
+        """The batch's line; ``tasks``: its stateful tasks, as ``"tasks": {store/partition: executor}`` and
+        ``"store_loads"``: the stores an executor loaded from the checkpoint's files."""
+        line = {"pipeline": self.spec.name, "batch_id": batch_id, "seconds": round(seconds, 3), **counts.as_record(),
+                "tasks": {t.name: t.executor for t in tasks}, "store_loads": [t.name for t in tasks if t.loaded]}
         log.warning("batch %s", json.dumps(line))
         print(f"streamjoin batch {json.dumps(line)}", flush=True)
 

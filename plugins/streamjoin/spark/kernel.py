@@ -114,6 +114,32 @@ def unload(spark: SparkSession, root: str, partitions: int) -> None:
     _kernel(spark).unload(spark._jsparkSession, root, partitions)
 
 
+@dataclass(frozen=True)
+class StoreTask:
+    """Where a batch's stateful task ran (the kernel's ``StorePlacements``): its store (``default`` for the join's,
+    as on disk), partition, the executor that ran it, and whether that executor loaded the store from the
+    checkpoint's files (it did not have the batch's version open)."""
+
+    store: str
+    partition: int
+    executor: str
+    loaded: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.store}/{self.partition}"
+
+
+def store_tasks(spark: SparkSession, root: str) -> list[StoreTask]:
+    """The stateful tasks of the last batch that ran on the stores under ``root`` (the driver's record)."""
+    text = java_class(spark, "dev.streamjoin.kernel.StorePlacements").report(root)
+    tasks = []
+    for line in str(text).splitlines():
+        store, partition, executor, loaded = line.split("\t")
+        tasks.append(StoreTask(store, int(partition), executor, loaded == "1"))
+    return sorted(tasks, key=lambda t: (t.store, t.partition))
+
+
 def _kernel(spark: SparkSession) -> Any:
     """The kernel's entry class; :class:`KernelMissingError` (terminal) when the driver's JVM lacks it."""
     kernel = java_class(spark, "dev.streamjoin.kernel.Kernel")
