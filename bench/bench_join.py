@@ -52,6 +52,7 @@ rates at the first size; ``kafka_streams_rates``/``kafka_streams_first_rates`` a
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import struct
@@ -319,7 +320,7 @@ def child_main(args: argparse.Namespace) -> int:
     line each), in a Spark session of its own; each result on a line of its own after :data:`RESULT`."""
     from streamjoin.spark.session import build_session
 
-    spark = build_session("streamjoin-bench", master="local[2]", shuffle_partitions=args.partitions,
+    spark = build_session("streamjoin-bench", master=args.master, shuffle_partitions=args.partitions,
                           extra_conf={"spark.ui.enabled": "false", "spark.driver.memory": "6g"})  # fmt: skip
     variant = args.child
     print(READY, flush=True)
@@ -392,7 +393,7 @@ class Child:
 
 def streamjoin_child(args: argparse.Namespace, suffix: str, child: str, max_per_trigger: int) -> Child:
     command = [sys.executable, __file__, "--child", child, f"--suffix={suffix}"]  # it starts with "-"
-    for name in ("bootstrap", "clicks", "users", "views", "partitions", "latency_rate", "latency_seconds"):
+    for name in ("bootstrap", "clicks", "users", "views", "partitions", "latency_rate", "latency_seconds", "master"):
         command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     command += ["--max-per-trigger", str(max_per_trigger)]
     return Child(f"streamjoin {child}", command, READY, RESULT, json.dumps({"op": "quit"}))
@@ -547,6 +548,10 @@ def batch_profile(lines: list[str], users: int) -> dict[str, Any]:
         "load_batches": len(loading),
         "load_rows": sum(b["input_records"] for b in loading),
         "load_seconds": round(sum(b["seconds"] for b in loading), 3),
+        # per batch: stores its executors loaded from the checkpoint's files, and stateful tasks on another
+        # executor than in the batch before (the job's "store_loads" and "tasks")
+        "store_loads": [len(b.get("store_loads", [])) for b in batches],
+        "task_moves": [0] + [_moved(was, now) for was, now in itertools.pairwise(batches)],
     }
     if joined:
         rows, seconds = sum(b["input_records"] for b in joined), sum(b["seconds"] for b in joined)
@@ -559,10 +564,19 @@ def batch_profile(lines: list[str], users: int) -> dict[str, Any]:
     return profile
 
 
+def _moved(was: dict[str, Any], now: dict[str, Any]) -> int:
+    """Stateful tasks of batch line ``now`` on another executor than in ``was`` (the line before)."""
+    before = was.get("tasks", {})
+    return sum(1 for name, executor in now.get("tasks", {}).items() if before.get(name, executor) != executor)
+
+
 def describe_profile(profile: dict[str, Any]) -> str:
     if not profile:
         return ""
     text = f"table of {profile['table_keys']:,} keys: " if profile["table_keys"] else ""
+    if len(profile.get("store_loads", [])) > 1:
+        loads, moves = profile["store_loads"], profile["task_moves"]
+        text += f"after the first batch {sum(loads[1:])} store loads and {sum(moves)} task moves; "
     if profile["load_batches"]:
         rows, seconds = profile["load_rows"], profile["load_seconds"]
         text += f"{profile['load_batches']} batches without join results ({rows:,} rows, {seconds:.1f}s); "
@@ -670,6 +684,8 @@ def main() -> int:
     parser.add_argument("--views", type=int, default=None, help="stream-stream: views (default: as many as clicks)")
     parser.add_argument("--unknown-share", type=float, default=0.02, help="share of clicks from users without a region")
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--master", default="local[2]",
+                        help="streamjoin's Spark master (spark://127.0.0.1:17077: a localdev cluster)")  # fmt: skip
     parser.add_argument("--max-per-trigger", default="1500000,100000",
                         help="batch sizes in offsets, a comma list: all variants at the first, "
                              "--more-sizes-variants at the others")  # fmt: skip
