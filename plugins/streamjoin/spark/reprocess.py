@@ -35,7 +35,7 @@ from streamjoin.spark.hadoop_storage import storage_for
 from streamjoin.spark.kernel import unload
 from streamjoin.spark.repartition import join_partitions
 from streamjoin.spark.sinks import file_rows
-from streamjoin.spark.source import read_offsets
+from streamjoin.spark.source import read_offsets, read_task_ranges
 from streamjoin.spark.state import KERNEL_DIR, StateStore
 
 __all__ = ["PAUSE_ENV", "DayResult", "reprocess_day", "topic_ranges"]
@@ -133,8 +133,8 @@ def reprocess_day(
     try:
         while batch_id == 0 or position != end:
             batch = plan_batch(position, end, source_orders(spec), kafka, spec.trigger.max_offsets_per_trigger)
-            raw = read_offsets(spark, bootstrap, by_topic(batch.start), by_topic(batch.end))
-            out = process_batch(raw, spec, store.load(batch_id))
+            raw = read_task_ranges(spark, bootstrap, spec, by_topic(batch.start), by_topic(batch.end))
+            out = process_batch(raw, spec, store.load(batch_id), aligned=True)
             result.input_rows += out.summary.rows
             joined = out.results.persist()
             frames = {"enriched": file_rows(joined.filter(in_day)).drop("date").persist()}

@@ -68,12 +68,12 @@ final class KafkaRangeReader {
     }
 
     /**
-     * A reader of {@code partition} with {@code settings} (the connection's Java client settings and the
+     * A reader of {@code topic}-{@code partition} with {@code settings} (the connection's Java client settings and the
      * fetch sizes): a pooled one, or a new one when none is free or {@code fresh} (a retried task: Spark drops
      * its cached consumers then too).
      */
-    static KafkaRangeReader borrow(Map<String, String> settings, TopicPartition partition, boolean fresh) {
-        Key key = new Key(settings, partition);
+    static KafkaRangeReader borrow(Map<String, String> settings, String topic, int partition, boolean fresh) {
+        Key key = new Key(settings, new TopicPartition(topic, partition));
         ConcurrentLinkedDeque<KafkaRangeReader> free = POOL.get(key);
         if (fresh && free != null) {
             for (KafkaRangeReader reader; (reader = free.poll()) != null; ) {

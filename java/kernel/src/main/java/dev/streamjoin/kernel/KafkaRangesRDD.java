@@ -99,7 +99,7 @@ final class KafkaRangesRDD extends RDD<InternalRow> {
                 }
                 range = ranges.next();
                 topic = UTF8String.fromString(range.topic());
-                reader = KafkaRangeReader.borrow(settings, range.topicPartition(), retried);
+                reader = KafkaRangeReader.borrow(settings, range.topic(), range.partition(), retried);
                 try {
                     records = reader.read(range);
                 } catch (RuntimeException e) {
