@@ -2,10 +2,10 @@
 (``jobs/stream_join.py``'s ``main``) runs against the test broker, fails, and records its failure
 (``failure.json``) and exit code. Terminal (a person must act, the owner never restarts): the kernel's jar
 missing, an output topic missing, a record of a partition the pipeline does not have, a batch run again in
-another task count than its markers say (the last two: the kernel's ``TerminalKernelException`` inside a
-failed Spark job). Transient (a restart may help): the kernel's ``TransientKernelException`` in a write task.
-In this process's Spark session (the entry point's ``build_session`` returns it), except the missing jar: a
-spark-submit job without the kernel's jar."""
+another task count than its markers say, a batch's records deleted from Kafka before it ran (the last three:
+the kernel's ``TerminalKernelException``). Transient (a restart may help): the kernel's
+``TransientKernelException`` in a write task. In this process's Spark session (the entry point's
+``build_session`` returns it), except the missing jar: a spark-submit job without the kernel's jar."""
 
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
-from streamjoin.core.job_files import EXIT_TERMINAL, EXIT_TRANSIENT, JobFailure, PipelineFiles
+from streamjoin.core.job_files import EXIT_TERMINAL, EXIT_TRANSIENT, QUERY_DIR, JobFailure, OffsetLog, PipelineFiles
 from streamjoin.core.plans import KERNEL_JAR, PROJECT_HOME, connector_jars
 from streamjoin.core.spec import PipelineSpec, parse_spec
 from streamjoin.core.topic_plan import plan_topics
@@ -159,6 +160,31 @@ def test_a_batch_written_by_another_task_count_is_terminal(
         _cleanup(kafka_bootstrap, spec)
     _assert_terminal_kernel_failure(tmp_path, code, f"pipeline {spec.name}: batch 0 was written by 7 tasks",
                                     "reprocess the affected days")  # fmt: skip
+
+
+def test_records_kafka_deleted_before_their_batch_ran_are_terminal_data_loss(
+    spark: Any, kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batch 0 was planned over offsets 0-4 of the views' partition 0 and the driver died before it ran; then
+    Kafka deleted offsets 0-1 (retention): the kernel's task cannot read the batch whole, so the job stops
+    terminal, naming the partition and the offsets, instead of running the batch without them."""
+    spec, path = _spec(tmp_path)
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, plan_topics(spec))
+    views, users = spec.left.topic, spec.right.topic
+    log = OffsetLog(tmp_path / "ck" / QUERY_DIR)
+    log.set_initial({views: {0: 0}, users: {0: 0}})
+    log.plan(0, {views: {0: 4}, users: {0: 0}}, int(time.time() * 1000))
+    try:
+        _produce(kafka_bootstrap, views, partition=0, records=4)
+        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        for future in admin.delete_records([TopicPartition(views, 0, 2)]).values():
+            future.result(timeout=30)
+        code = _run(spark, path, kafka_bootstrap, tmp_path, monkeypatch)
+    finally:
+        _cleanup(kafka_bootstrap, spec)
+    _assert_terminal_kernel_failure(tmp_path, code, f"Kafka no longer has offset 0 of {views}-0 [0, 4)",
+                                    "reprocess the pipeline from a new checkpoint")  # fmt: skip
+    assert OffsetLog(tmp_path / "ck" / QUERY_DIR).last_committed() is None
 
 
 def test_a_transient_kernel_failure_in_a_write_task_is_transient(
