@@ -41,8 +41,9 @@ def spark_cluster() -> Iterator[SparkStandaloneCluster]:
     shutil.rmtree(home, ignore_errors=True)
 
 
-def _spec_copy(tmp_path: Path, mode: str, topic: Callable[[str], str]) -> Path:
-    """The seed spec with this run's own name (so its own checkpoint), topics and output folders."""
+def _spec_copy(tmp_path: Path, mode: str, topic: Callable[[str], str], checked: bool = False) -> Path:
+    """The seed spec with this run's own name (so its own checkpoint), topics and output folders; ``checked``:
+    with the seed's quality suite (a copy naming the pipeline), else none."""
     raw = yaml.safe_load(SEED_SPEC.read_text())
     raw["name"] = f"clicks_per_region_{mode}_{uuid.uuid4().hex[:6]}"
     for side in raw["inputs"].values():
@@ -53,6 +54,12 @@ def _spec_copy(tmp_path: Path, mode: str, topic: Callable[[str], str]) -> Path:
     raw["aggregate"]["output"]["files"]["path"] = str(tmp_path / mode / "clicks_per_region")
     raw["dead_letter_topic"] = topic(f"clicks-per-region-dlq-{mode}")
     raw.pop("quality", None)
+    if checked:
+        suite = yaml.safe_load((SEED_SPEC.parents[1] / "expectations" / "clicks_per_region.yaml").read_text())
+        suite["pipeline"] = raw["name"]
+        suite_path = tmp_path / f"{raw['name']}.expectations.yaml"
+        suite_path.write_text(yaml.safe_dump(suite))
+        raw["quality"] = {"suite": str(suite_path)}
     path = tmp_path / f"{raw['name']}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
@@ -211,28 +218,30 @@ def test_reprocessing_a_day_on_a_standalone_cluster_equals_local_mode(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from streamjoin.airflow.operators.reprocess import ReprocessDayOperator, checked_before_publishing
+    from streamjoin.airflow.operators.reprocess import ReprocessDayOperator
     from streamjoin.core.backfill import partition_location
     from streamjoin.core.spec import load_spec
+    from streamjoin.quality.results import read_check_result
 
     day, base = _sample_day()
     published: dict[str, dict[str, list[str]]] = {}
+    verdicts: dict[str, dict[str, Any]] = {}
     seconds: dict[str, float] = {}
     for mode, conn in _modes(spark_cluster).items():
-        spec_path = _spec_copy(tmp_path, mode, topic_factory)
+        spec_path = _spec_copy(tmp_path, mode, topic_factory, checked=True)
         _provision_and_produce(spec_path, kafka_bootstrap, base)
-        operator = ReprocessDayOperator(task_id="reprocess", spec_path=str(spec_path), day=day)
+        operator = ReprocessDayOperator(task_id="reprocess", spec_path=str(spec_path), day=day,
+                                        data_docs_dir=str(tmp_path / "docs"))  # fmt: skip
         seconds[mode] = _run(operator, conn, kafka_bootstrap, monkeypatch)
         spec = load_spec(spec_path)
         assert spec.output.files is not None and spec.aggregate is not None and spec.aggregate.output.files
-        # a pipeline with a quality suite has the day checked and published (or quarantined) by the same
-        # application on the cluster: swapped in either way, its check recorded beside it
-        assert checked_before_publishing(spec)
+        # checked by the same application (GX in the cluster's driver and executors), then swapped in
         where = partition_location
-        enriched = Path(where(str(spec.output.files.path), dt.date.fromisoformat(day)))
-        assert (enriched / "_CHECK_RESULT.json").is_file(), sorted(p.name for p in enriched.iterdir())
+        result = read_check_result(where(str(spec.output.files.path), dt.date.fromisoformat(day)))
+        assert result is not None and result.success and result.row_count == 9, result and result.summary()
+        verdicts[mode] = {e.name: (e.success, e.observed) for e in result.expectations}
         published[mode] = {
-            "enriched": _file_rows(enriched),
+            "enriched": _file_rows(Path(where(str(spec.output.files.path), dt.date.fromisoformat(day)))),
             "aggregate": _file_rows(Path(where(str(spec.aggregate.output.files.path), dt.date.fromisoformat(day)))),
         }
     assert any(name.startswith("streamjoin-reprocess-clicks_per_region_cluster") for name in _apps(spark_cluster))
@@ -240,4 +249,5 @@ def test_reprocessing_a_day_on_a_standalone_cluster_equals_local_mode(
     assert len(published["local"]["enriched"]) == 9, published["local"]["enriched"]
     assert published["local"]["aggregate"]
     assert published["cluster"] == published["local"]
+    assert verdicts["cluster"] == verdicts["local"] and verdicts["local"]["left_records_complete"] == (True, 9)
     _record_timings(f"reprocess day {day}", seconds)
