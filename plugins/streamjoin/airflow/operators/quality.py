@@ -19,6 +19,7 @@ from streamjoin.airflow.launcher import spark_target
 from streamjoin.airflow.notifiers import quality_notifiers
 from streamjoin.core.plans import resolve
 from streamjoin.core.spec import PipelineSpec, load_spec
+from streamjoin.quality.gate import served_url
 from streamjoin.quality.results import RESULT_FILE, CheckResult
 from streamjoin.quality.suites import Target, build_check_plan, default_suite_path, load_settings
 
@@ -172,7 +173,7 @@ class DataQualityOperator(BaseOperator):
             partition,
             docs_dir=docs_root / spec.name / plan.target.value / day.isoformat() / run_slug(run_name),
             run_id=run_name,
-            docs_url=(lambda url: _served(url, docs_root, base_url)) if base_url else None,
+            docs_url=(lambda url: served_url(url, docs_root, base_url)) if base_url else None,
             file_format=_files_format(spec, plan.target),
         )
         for outcome in result.failed:
@@ -215,8 +216,3 @@ def _plugin_docs_url(docs_root: Path) -> str | None:
     from streamjoin.airflow.ui_paths import DATA_DOCS_DIR, data_docs_base_url
 
     return data_docs_base_url() if docs_root.resolve() == resolve(DATA_DOCS_DIR).resolve() else None
-
-
-def _served(url: str, docs_root: Path, base_url: str) -> str:
-    root = docs_root.resolve().as_uri()
-    return base_url.rstrip("/") + url[len(root) :] if url.startswith(root) else url
