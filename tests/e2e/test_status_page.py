@@ -319,7 +319,7 @@ def runs(server: ApiServer, dag_id: str, pipeline: str) -> list[dict[str, Any]]:
     return [run for run in json.loads(body)["dag_runs"] if (run.get("conf") or {}).get("pipeline") == pipeline]
 
 
-@pytest.mark.timeout(1800)  # three spark-submit runs and three in-task checks besides the job: minutes on 2 cores
+@pytest.mark.timeout(1800)  # three spark-submit runs (each checks its day) besides the job: minutes on 2 cores
 def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
     kafka_bootstrap: str,
     topic_factory: Callable[[str], str],
@@ -688,6 +688,11 @@ def test_stream_jobs_pages_show_a_live_job_and_trigger_airflow_in_chromium(
                  if LIBRDKAFKA.search(text) or "GitWildMatchPattern" in text or "Data Docs: file:" in text]  # fmt: skip
         assert not noise, "\n".join(noise[:20])
         assert sum("Data Docs: http://" in text for lines in task_logs.values() for _, text in lines) >= 3
+        # each day was checked inside its reprocessing application: the job's outcome in reprocess_day's log,
+        # check_quality only reports it
+        outcomes = [str(path) for path, lines in task_logs.items() for _, text in lines
+                    if ": job: streamjoin check {" in text]  # fmt: skip
+        assert len(outcomes) == 3 and all("reprocess_day" in path for path in outcomes), outcomes
         triggerer = [levelled(line) for line in (tmp_path / "triggerer.log").read_text(errors="replace").splitlines()]
         loud = [text for level, text in triggerer if level in ("error", "critical") or LIBRDKAFKA.search(text)]
         assert not loud, "\n".join(loud[:20])
