@@ -94,3 +94,23 @@ def test_the_reprocess_job_refuses_a_hostile_day_before_spark_starts(sentinel: P
     job = runpy.run_path(str(PROJECT_HOME / "jobs" / "reprocess_day.py"), run_name="not_main")
     args = ["--spec", str(PROJECT_HOME / SEED), "--bootstrap", "127.0.0.1:9", "--day", f"2026-01-01;touch {sentinel}"]
     _refused(lambda: job["main"](args), sentinel, "is not a date: use YYYY-MM-DD")
+
+
+@pytest.mark.parametrize("text", ["--force", "-x", "--day=2020-01-01", "why; touch {sentinel}", "$(touch {sentinel})"])
+def test_a_force_reason_and_user_from_a_form_reach_the_job_as_one_value_each(text: str, sentinel: Path) -> None:
+    """What the operator hands the reprocessing job for ``force`` (the form's reason, the triggering user) comes
+    back from the job's own argument parser unchanged, whatever it starts with; no shell sees it."""
+    import runpy
+    from types import SimpleNamespace
+
+    from streamjoin.airflow.operators.reprocess import ReprocessDayOperator
+
+    value = text.format(sentinel=sentinel)
+    operator = ReprocessDayOperator(task_id="reprocess", spec_path=SEED, day="2026-01-01", force=True,
+                                    force_reason=value)  # fmt: skip
+    args = operator._check_args({"run_id": "manual__x", "dag_run": SimpleNamespace(triggering_user_name=value)})
+    job = runpy.run_path(str(PROJECT_HOME / "jobs" / "reprocess_day.py"), run_name="not_main")
+    parsed = job["parse_args"](["--spec", SEED, "--bootstrap", "127.0.0.1:9", "--day", "2026-01-01", *args])
+    assert (parsed.reason, parsed.user, parsed.force, parsed.check, parsed.day) == (value, value, True, True,
+                                                                                     ["2026-01-01"])  # fmt: skip
+    assert not sentinel.exists()

@@ -286,17 +286,18 @@ class ReprocessDayOperator(SpecLineageMixin, BaseOperator):
         docs_root = resolve(self.data_docs_dir)
         served = docs_root.resolve() == resolve(DATA_DOCS_DIR).resolve()  # the directory the plugin serves
         base_url = self.data_docs_base_url or (data_docs_base_url() if served else None)
-        args = ["--check", "--dag-id", dag_id, "--run-id", run_id,
-                "--check-run", f"{context.get('run_id') or 'manual'}-try{getattr(ti, 'try_number', 0)}",
-                "--data-docs-dir", str(docs_root)]  # fmt: skip
+        # one "--name=value" argument each: a value from a form that starts with "-" stays a value
+        args = ["--check", f"--dag-id={dag_id}", f"--run-id={run_id}",
+                f"--check-run={context.get('run_id') or 'manual'}-try{getattr(ti, 'try_number', 0)}",
+                f"--data-docs-dir={docs_root}"]  # fmt: skip
         if base_url:
-            args += ["--data-docs-url", base_url]
+            args.append(f"--data-docs-url={base_url}")
         if is_true(self.force):
             user = getattr(context.get("dag_run"), "triggering_user_name", None)
-            args += ["--force"] + (["--user", str(user)] if user else [])
+            args += ["--force"] + ([f"--user={user}"] if user else [])
             reason = "" if self.force_reason is None else str(self.force_reason).strip()
             if reason and reason != "None":
-                args += ["--reason", reason]
+                args.append(f"--reason={reason}")
         return args
 
     def on_kill(self) -> None:
