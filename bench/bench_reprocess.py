@@ -97,6 +97,9 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--home", type=Path, default=HOME, help="(dag) the checkout whose DAG and code run")
     parser.add_argument("--spark-master", default="local[2]", help="(dag) the Spark connection's master")
+    parser.add_argument("--driver-memory", default="6g",
+                        help="(dag) spark.driver.memory of every Spark JVM of the run (spark-defaults.conf); '': "
+                             "Spark's default")  # fmt: skip
     args = parser.parse_args()
     suffix = "-reproc-" + uuid.uuid4().hex[:6]
     day = datetime.now(UTC).date() - timedelta(days=1)
@@ -210,6 +213,11 @@ def through_the_dag(args: argparse.Namespace, suffix: str, day: date, tmp: Path)
                                                              "port": int(port)}),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": args.spark_master}),
     }  # fmt: skip
+    if args.driver_memory:  # spark-submit's and pyspark's JVMs alike (the --mode spark bench used 6g)
+        conf_dir = tmp / "spark-conf"
+        conf_dir.mkdir()
+        (conf_dir / "spark-defaults.conf").write_text(f"spark.driver.memory {args.driver_memory}\n")
+        env["SPARK_CONF_DIR"] = str(conf_dir)
     if not (airflow_home / "airflow.db").exists():  # once, outside the measurement
         airflow_home.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, cwd=home, check=True,
