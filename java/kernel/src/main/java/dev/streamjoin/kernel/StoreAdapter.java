@@ -110,6 +110,7 @@ final class StoreAdapter implements TaskStores {
     void unload(int partitions) {
         for (int p = 0; p < partitions; p++) {
             StateStore$.MODULE$.removeFromLoadedProvidersAndClose(providerId(p), Option.empty());
+            StorePlacements.forget(providerId(p));
         }
     }
 }

@@ -65,6 +65,11 @@ public final class StorePlacements implements Serializable {
         return latest == null ? "" : String.join("\n", latest.tasks.value());
     }
 
+    /** Forget what this JVM committed to {@code id} (its store was closed: a temporary checkpoint's). */
+    static void forget(StateStoreProviderId id) {
+        COMMITTED.remove(id);
+    }
+
     /** Record the running task of {@code partition}, which opens its store of {@code stores} at the batch's version. */
     void ran(StoreAdapter stores, int partition, TaskContext context) {
         StateStoreProviderId id = stores.providerId(partition);
