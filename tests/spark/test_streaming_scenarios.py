@@ -121,8 +121,16 @@ def test_a_global_table_over_several_partitions_is_read_by_every_task_and_counte
     spark, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     """Three partitions: each task of the job reads its views' partition and every partition of the global
-    table (a replica per task), yet a table record is one input record and its dead letter is written once."""
+    table (a replica per task) with no shuffle before the join, yet a table record is one input record and its
+    dead letter is written once."""
+    from pyspark.sql import functions as F
+
+    from streamjoin.core.batch_plan import by_topic
+    from streamjoin.kafka.offsets import KafkaOffsets
+    from streamjoin.spark.engine import process_batch
     from streamjoin.spark.job import JobSettings, StreamJob
+    from streamjoin.spark.source import read_task_ranges
+    from streamjoin.spark.state import KernelCheckpoint
 
     suffix = uuid.uuid4().hex[:8]
     spec = parse_spec({
@@ -149,6 +157,20 @@ def test_a_global_table_over_several_partitions_is_read_by_every_task_and_counte
     produce_records(kafka_bootstrap, views)
     on_table = {r.partition for r in consume_all(kafka_bootstrap, spec.right.topic, timeout=30)}
     assert len(on_table) > 1, "the global table should span partitions: the test would not see its replicas"
+    on_views = {r.partition for r in consume_all(kafka_bootstrap, spec.left.topic, timeout=30)}
+
+    # the kernel's tasks read Kafka themselves: task t its views' partition t, every task the whole table, and
+    # the join takes them where they are (no shuffle before the rules); from the earliest offsets (-2)
+    kafka = KafkaOffsets(kafka_bootstrap)
+    ends = by_topic(kafka.latest(kafka.partitions([spec.left.topic, spec.right.topic])))
+    raw = read_task_ranges(spark, kafka_bootstrap, spec, {}, ends)
+    placed = {tuple(r) for r in raw.select(F.spark_partition_id(), "topic", "partition").distinct().collect()}
+    assert placed == {(p, spec.left.topic, p) for p in on_views} | {
+        (t, spec.right.topic, p) for t in range(3) for p in on_table
+    }
+    batch = process_batch(raw, spec, KernelCheckpoint(None), aligned=True)
+    assert "ShuffledRDD" not in batch.results._jdf.queryExecution().toRdd().toDebugString()
+    batch.release()
 
     job = StreamJob(spark, spec, JobSettings(bootstrap=kafka_bootstrap, checkpoint_dir=str(tmp_path / "ck"),
                                              available_now=True, home=str(tmp_path)))  # fmt: skip
