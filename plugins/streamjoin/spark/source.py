@@ -1,5 +1,8 @@
-"""Kafka records between given offsets as Kafka-shaped rows (``key, value, topic, partition, offset, ts``):
-the one way the streaming job and reprocessing read their inputs."""
+"""Kafka records between given offsets as Kafka-shaped rows (``key, value, topic, partition, offset, ts``).
+
+The streaming job and reprocessing read a batch with :func:`read_task_ranges`: the kernel's tasks read their own
+partitions, so the join needs no shuffle before its rules. :func:`read_offsets` (Spark's Kafka batch source)
+reads what is not a join's batch: the repartition copy's input, tests and benchmarks."""
 
 from __future__ import annotations
 
