@@ -12,6 +12,7 @@ changelog each update once; read uncommitted it holds the dead attempts' records
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 import time
 import uuid
@@ -103,7 +104,7 @@ def region_updates(records: list[ConsumedRecord]) -> dict[str, list[int]]:
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_an_old_table_backlog_in_small_batches_gives_the_exact_totals_and_each_result_once_across_crashes(
-    spark: Any, kafka_bootstrap: str, tmp_path: Path
+    spark: Any, kafka_bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from py4j.protocol import Py4JJavaError
 
@@ -135,9 +136,16 @@ def test_an_old_table_backlog_in_small_batches_gives_the_exact_totals_and_each_r
                 StreamJob(spark, spec, settings).run()
         finally:
             system.clearProperty(FAULT)
+    capsys.readouterr()
     ran = StreamJob(spark, spec, settings).run()
     # 3400 records are 7 batches of at most 500; batch 4 runs again, then 5 and 6
     assert ran == 3, f"{USERS + CLICKS} records in batches of 500: {ran} batches after the last crash"
+    # 5 and 6 were planned while the batch before ran (4 was logged before the crash); each line gives the
+    # driver's time outside the batch's job
+    lines = [json.loads(line[len("streamjoin batch ") :]) for line in capsys.readouterr().out.splitlines()
+             if line.startswith("streamjoin batch ")]  # fmt: skip
+    assert [(b["batch_id"], b["planned_ahead"]) for b in lines] == [(4, False), (5, True), (6, True)], lines
+    assert all(isinstance(b["driver_ms"], int) and b["driver_ms"] >= 0 for b in lines), lines
     assert final_totals(kafka_bootstrap, spec) == expected
 
     # the watermark the job reports for the backfill equals the one read from its committed offsets

@@ -14,6 +14,7 @@ it done (:class:`streamjoin.core.job_files.OffsetLog`); the Kafka output is at l
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import threading
@@ -26,7 +27,7 @@ from pathlib import Path
 from confluent_kafka import KafkaError, KafkaException
 from pyspark.sql import DataFrame, SparkSession
 
-from streamjoin.core.batch_plan import BatchPlan, TopicPartition, by_topic, plan_batch
+from streamjoin.core.batch_plan import TopicPartition, by_topic, plan_batch
 from streamjoin.core.errors import (
     CheckpointLockedError,
     CorruptCheckpointError,
@@ -50,6 +51,7 @@ from streamjoin.spark.failures import jvm_error
 from streamjoin.spark.hadoop_storage import storage_for
 from streamjoin.spark.heartbeat import Heartbeat
 from streamjoin.spark.kernel import StoreTask, jvm_plan, store_tasks
+from streamjoin.spark.plan_ahead import DriverClock, NextBatch, PlanAhead
 from streamjoin.spark.repartition import Repartitioner, join_partitions
 from streamjoin.spark.sinks import (
     close_transactional_producers,
@@ -106,10 +108,14 @@ class BatchWriter:
         #: exactly once: the first batch a driver writes may be one an earlier driver wrote before it died
         self._check_markers = True
 
-    def __call__(self, raw: DataFrame, batch_id: int, *, aligned: bool = True) -> BatchSummary:
+    def __call__(
+        self, raw: DataFrame, batch_id: int, *, aligned: bool = True, driver: DriverClock | None = None
+    ) -> BatchSummary:
         """Run and write batch ``batch_id``; returns its summary (rows, each partition's max timestamp).
 
         :param aligned: ``raw`` is :func:`~streamjoin.spark.source.read_task_ranges`' (the job's reads)
+        :param driver: the streaming job's planning of the batch: the line then gives ``driver_ms``, the
+            driver's time on the batch outside its job (from ``driver.since`` to the write, then after it)
         """
         started = time.monotonic()
         # decodes the batch; the rest is lazy
@@ -132,7 +138,11 @@ class BatchWriter:
             state_ms=round((time.monotonic() - written) * 1000),
         )  # fmt: skip
         tasks = [] if checkpoint.root is None else store_tasks(self.spark, checkpoint.root)
-        self._report(batch_id, counts, time.monotonic() - started, tasks)
+        timing = {}
+        if driver is not None:
+            outside = planned - driver.since + time.monotonic() - written
+            timing = {"driver_ms": round(outside * 1000), "plan_ms": driver.plan_ms, "planned_ahead": driver.ahead}
+        self._report(batch_id, counts, time.monotonic() - started, tasks, timing)
         self.last_counts = counts
         return out.summary
 
@@ -184,11 +194,15 @@ class BatchWriter:
         if self.spec.exactly_once:
             close_transactional_producers(self.spark, self.spec)
 
-    def _report(self, batch_id: int, counts: BatchCounts, seconds: float, tasks: list[StoreTask]) -> None:
+    def _report(
+        self, batch_id: int, counts: BatchCounts, seconds: float, tasks: list[StoreTask], timing: Mapping[str, object]
+    ) -> None:
         """The batch's line; ``tasks``: its stateful tasks, as ``"tasks": {store/partition: executor}`` and
-        ``"store_loads"``: the stores an executor loaded from the checkpoint's files."""
+        ``"store_loads"``: the stores an executor loaded from the checkpoint's files; ``timing``: the driver's
+        (``driver_ms``, ``plan_ms``, ``planned_ahead``)."""
         line = {"pipeline": self.spec.name, "batch_id": batch_id, "seconds": round(seconds, 3), **counts.as_record(),
-                "tasks": {t.name: t.executor for t in tasks}, "store_loads": [t.name for t in tasks if t.loaded]}
+                "tasks": {t.name: t.executor for t in tasks}, "store_loads": [t.name for t in tasks if t.loaded],
+                **timing}  # fmt: skip
         log.warning("batch %s", json.dumps(line))
         print(f"streamjoin batch {json.dumps(line)}", flush=True)
 
@@ -227,6 +241,10 @@ class StreamJob:
         )
         #: the inputs' end offsets when the next batch was planned: the lag it leaves (history, status page)
         self._latest_at_plan: dict[TopicPartition, int] | None = None
+        #: the next batch, planned while the current one runs
+        self._ahead = PlanAhead()
+        #: the driver's side of the batch about to run (its batch line's driver_ms)
+        self._clock: DriverClock | None = None
         self.lease = Lease(root, storage)
         # a committed batch's state must be there, whole: never start from an older or empty one
         self.writer.store.verify(at_least=self.offset_log.last_committed())
@@ -248,6 +266,10 @@ class StreamJob:
             which = self.kafka.latest if self.settings.starting_offsets == "latest" else self.kafka.earliest
             previous = by_topic(which(partitions))
             self.offset_log.set_initial(previous)
+        return self._start_after(previous, partitions)
+
+    def _start_after(self, previous: Offsets, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """Where the batch after the one ending at ``previous`` starts; new partitions at their start."""
         start = {tp: previous[tp[0]][tp[1]] for tp in partitions if tp[1] in previous.get(tp[0], {})}
         new = [tp for tp in partitions if tp not in start]
         return start | self.kafka.earliest(new)
@@ -289,27 +311,47 @@ class StreamJob:
         interval = self.spec.trigger.processing_time / 1000
         ran = 0
         next_start = 0.0
+        # plan ahead where the plan can be taken (plan_ahead's doc); not before a live run's repartition steps,
+        # Spark jobs the main thread runs before each plan
+        bounded = self.spec.trigger.max_offsets_per_trigger is not None and not self.repartitioners
+        overlap = ceiling is not None or bounded
+        since = time.monotonic()
         while not self._stop_requested():
-            partitions = self._partitions()
-            start = self._start_of(batch_id, partitions)
+            ahead = self._ahead.take(batch_id, self.sources, bounded=ceiling is not None)
             ends = self.offset_log.planned(batch_id)
             if ends is None:
-                if ceiling is None:
-                    self._repartition()
-                plan = self._plan(start, partitions, ceiling)
+                if ahead is None:
+                    if ceiling is None:
+                        self._repartition()
+                    partitions = self._partitions()
+                    ahead_or_now = self._plan(self._start_of(batch_id, partitions), partitions, ceiling)
+                else:
+                    ahead_or_now = ahead
+                start, plan = ahead_or_now.start, ahead_or_now.plan
                 if plan.empty:
                     if ceiling is not None:
                         break
                     self.heartbeat.idle()
                     time.sleep(IDLE_POLL)
+                    since = time.monotonic()
                     continue
-                time.sleep(max(0.0, next_start - time.monotonic()))
+                self._latest_at_plan = ahead_or_now.latest
+                plan_ms = round((time.monotonic() - since) * 1000)
+                slept = time.monotonic()
+                time.sleep(max(0.0, next_start - slept))
+                since += time.monotonic() - slept
                 ends = by_topic(plan.end)
                 self.offset_log.plan(batch_id, ends, int(time.time() * 1000))
             else:
                 print(f"streamjoin {self.spec.name}: batch {batch_id} was not committed; it runs again", flush=True)
+                start = self._start_of(batch_id, self._partitions())
+                plan_ms = round((time.monotonic() - since) * 1000)
             next_start = time.monotonic() + interval
+            if overlap:
+                self._ahead.start(batch_id + 1, functools.partial(self._plan_after, ends, ceiling))
+            self._clock = DriverClock(since, plan_ms, ahead is not None)
             self._run_batch(batch_id, by_topic(start), ends)
+            since = time.monotonic()
             batch_id += 1
             ran += 1
         return ran
@@ -324,16 +366,23 @@ class StreamJob:
 
     def _plan(
         self, start: dict[TopicPartition, int], partitions: list[TopicPartition], ceiling: Mapping | None
-    ) -> BatchPlan:
+    ) -> NextBatch:
+        """The batch starting at ``start``, by the inputs' end offsets now (at most ``ceiling``). Asks the broker
+        only (Kafka's admin client): it runs in the planning thread too."""
         latest = self.kafka.latest(partitions)
         if ceiling is not None:
             latest = {tp: min(o, ceiling.get(tp, start[tp])) for tp, o in latest.items()}
-        self._latest_at_plan = latest
-        return plan_batch(start, latest, self.sources, self.kafka, self.spec.trigger.max_offsets_per_trigger)
+        plan = plan_batch(start, latest, self.sources, self.kafka, self.spec.trigger.max_offsets_per_trigger)
+        return NextBatch(partitions, start, plan, latest)
+
+    def _plan_after(self, ends: Offsets, ceiling: Mapping | None) -> NextBatch:
+        """The batch after the one ending at ``ends`` (planned while that one runs)."""
+        partitions = self._partitions()
+        return self._plan(self._start_after(ends, partitions), partitions, ceiling)
 
     def _run_batch(self, batch_id: int, start: Offsets, ends: Offsets) -> None:
         started = time.time()
-        summary = self.writer(self._raw(start, ends), batch_id)
+        summary = self.writer(self._raw(start, ends), batch_id, driver=self._clock)
         if not self.lease.held:  # another driver took the checkpoint over while this batch ran: no commit
             raise CheckpointLockedError(self.lease.path, "another driver", self.lease.ttl)
         self.offset_log.commit(batch_id)
