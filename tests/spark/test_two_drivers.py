@@ -1,8 +1,10 @@
 """Two drivers launched at once on one checkpoint: one runs, the other refuses to start and names the first
-(the checkpoint lease), and the output holds every record once."""
+(the checkpoint lease), and the output holds every record once. The one that runs is a live run over a backlog:
+it plans each batch cut at the batch size while the batch before runs."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -26,7 +28,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 def test_a_second_driver_on_the_same_checkpoint_refuses_to_start(
     spark: Any, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    spec = seed_spec(tmp_path, max_records=USERS + CLICKS)  # the backlog in one batch
+    spec = seed_spec(tmp_path, max_records=1200)  # the backlog in 3 batches
     ensure_topics({"bootstrap.servers": kafka_bootstrap}, plan_topics(spec))
     records, _ = backlog(int(time.time() * 1000) - 3_600_000)
     produce(kafka_bootstrap, spec, records)
@@ -74,6 +76,13 @@ def test_a_second_driver_on_the_same_checkpoint_refuses_to_start(
     clicks = input_coordinates(kafka_bootstrap, spec.inputs["clicks"].topic, CLICKS)
     outputs = file_coordinates(spark, str(tmp_path / "enriched_clicks" / "stream"))
     assert_each_once(outputs, clicks, "the enriched files of the driver that ran")
+    # batch 1 was planned while batch 0 ran (cut at 1200 of the backlog already there); batch 2's plan made
+    # while batch 1 ran took the last 1000, all there was: it was planned again after batch 1's commit
+    prefix = "streamjoin batch "
+    text = running_log.read_text(errors="replace")
+    lines = [json.loads(line[len(prefix) :]) for line in text.splitlines() if line.startswith(prefix)]
+    ahead = [(b["batch_id"], b["input_records"], b["planned_ahead"]) for b in lines]
+    assert ahead == [(0, 1200, False), (1, 1200, True), (2, 1000, False)], lines
 
 
 def _behind(files: PipelineFiles) -> bool:
