@@ -526,7 +526,7 @@ class Checker:
         return problems
 
 
-_PHASES = ("read_ms", "write_ms", "state_ms", "state_bytes")
+_PHASES = ("read_ms", "write_ms", "state_ms", "state_bytes", "driver_ms", "plan_ms")
 
 
 def batch_profile(lines: list[str], users: int) -> dict[str, Any]:
@@ -540,7 +540,8 @@ def batch_profile(lines: list[str], users: int) -> dict[str, Any]:
     profile: dict[str, Any] = {
         "table_keys": users,
         # per batch: rows, join results, seconds; then ms reading+planning / computing+writing / saving the
-        # state, and the state's bytes
+        # state, the state's bytes, the driver's ms outside the job and its ms getting the plan (0: planned
+        # while the batch before ran)
         "batches": [
             [b["input_records"], b.get("output_records", 0), b["seconds"], *(b.get(k) for k in _PHASES)]
             for b in batches
@@ -561,6 +562,8 @@ def batch_profile(lines: list[str], users: int) -> dict[str, Any]:
             "join_median_seconds": statistics.median(b["seconds"] for b in joined),
             "join_rows_per_s": round(rows / seconds) if seconds else None,
         }
+        if outside := [b["driver_ms"] for b in joined if b.get("driver_ms") is not None]:
+            profile["join_median_driver_ms"] = statistics.median(outside)
     return profile
 
 
@@ -585,6 +588,8 @@ def describe_profile(profile: dict[str, Any]) -> str:
         text += (
             f"{profile['join_batches']} with, median {seconds:.2f}s for {rows:,.0f} rows ({rate:,} rows/s over them)"
         )
+        if "join_median_driver_ms" in profile:
+            text += f", {profile['join_median_driver_ms']:.0f} ms of it the driver's outside the job"
     return text
 
 
