@@ -22,12 +22,16 @@ $(UV):
 .local/ks-oracle/.built: java/ks-oracle/pom.xml $(shell find java/ks-oracle/src -name '*.java') scripts/build-ks-oracle.sh
 	bash scripts/build-ks-oracle.sh
 
+# the schema registry of the demo and the tests (Apicurio Registry, started by localdev.schema_registry)
+.local/schema-registry/.built: java/schema-registry/pom.xml scripts/build-schema-registry.sh
+	bash scripts/build-schema-registry.sh
+
 # the engine kernel (java/kernel), put on spark.jars by core/plans.connector_jars
 KERNEL_SOURCES := java/kernel/pom.xml $(shell find java/kernel/src -name '*.java' 2>/dev/null)
 .local/jars/kernel/streamjoin-kernel.jar: $(KERNEL_SOURCES) scripts/build-kernel.sh
 	bash scripts/build-kernel.sh
 
-setup: .venv/.synced .local/jars/.fetched .local/ks-oracle/.built .local/jars/kernel/streamjoin-kernel.jar  ## Python deps from the lock file, Java artifacts from Maven Central
+setup: .venv/.synced .local/jars/.fetched .local/ks-oracle/.built .local/schema-registry/.built .local/jars/kernel/streamjoin-kernel.jar  ## Python deps from the lock file, Java artifacts from Maven Central
 
 browser:  ## Debian's Chromium for the status page's browser test (skipped when present)
 	bash scripts/install-browser.sh
