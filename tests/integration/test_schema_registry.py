@@ -89,6 +89,15 @@ def test_register_read_back_by_id_and_backward_compatibility(registry: SchemaReg
     status, body = _call(registry, "GET", versions)
     assert status == 200 and body == [1, 2], body
 
+    # a subject without a config of its own gets the global BACKWARD (Apicurio 2.1.5's GET /config still answers
+    # NONE: it reports only a global level set through the API)
+    other = "regions-value"
+    assert _call(registry, "POST", f"/subjects/{other}/versions", {"schema": V1})[0] == 200
+    status, body = _call(
+        registry, "POST", f"/subjects/{other}/versions", {"schema": evolved["field's type changed string -> int"][0]}
+    )
+    assert status == 409, body
+
 
 def test_port_taken_and_missing_build_are_errors_with_what_to_do(registry: SchemaRegistry, tmp_path: Path) -> None:
     with pytest.raises(SchemaRegistryError, match=f"port {PORT} is already in use"):

@@ -3,6 +3,7 @@
 ``scripts/build-schema-registry.sh`` (run by ``make setup``) builds it into ``.local/schema-registry``;
 :class:`SchemaRegistry` starts that JVM detached (it outlives the Python process that started it), records its
 pid and waits until the Confluent-compatible API answers. Its schemas live in memory: a restart empties it.
+The global compatibility is BACKWARD, as a Confluent registry's default.
 Apicurio 2.1.5 serves the Confluent API v6 (``/apis/ccompat/v6``; see java/schema-registry/pom.xml for why not
 3.x): :attr:`SchemaRegistry.url` is what Confluent clients take as ``url``.
 
@@ -164,6 +165,8 @@ class SchemaRegistry:
             f"-Dstreamjoin.registry.home={self.home}",
             "-Dquarkus.http.host=127.0.0.1",
             f"-Dquarkus.http.port={self.port}",
+            # Confluent's registry defaults to BACKWARD; Apicurio to no compatibility rule at all
+            "-Dregistry.rules.global.compatibility=BACKWARD",
             "-jar",
             str(self.runner),
         ]
