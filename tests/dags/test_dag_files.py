@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from job_modules import job_module
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.spec import Format
 
@@ -264,17 +265,6 @@ def test_seed_demo_dag_writes_what_the_semantics_imply_and_its_day_passes_its_qu
     assert [dict(r.headers)["reason"] for r in dead] == [b"null-value"]
 
 
-def _reprocess_job() -> Any:
-    """``jobs/reprocess_day.py`` as a module (what spark-submit runs)."""
-    import importlib.util
-
-    found = importlib.util.spec_from_file_location("reprocess_day_job", PROJECT_HOME / "jobs" / "reprocess_day.py")
-    assert found is not None and found.loader is not None
-    module = importlib.util.module_from_spec(found)
-    found.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture
 def session_settings(spark: Any) -> Iterator[Any]:
     """The shared SparkSession, its runtime settings put back afterwards (the check task's ``build_session``
@@ -329,7 +319,7 @@ def test_demo_pipeline_writes_what_the_semantics_imply_and_its_day_passes_its_qu
     staged = reprocess_day(spark, spec, plan_day(spec, parse_day(day)), kafka, home=PROJECT_HOME, stage=True)
     assert staged.input_rows > 0 and staged.results > 0, staged
     # the same application checks and publishes the staged day, with the arguments the operator gives the job
-    job = _reprocess_job()
+    job = job_module("reprocess_day")
     args = job.parse_args(["--spec", spec_path, "--bootstrap", kafka_bootstrap, "--day", day,
                            *tasks["reprocess_day"]._check_args({"run_id": "manual__in_process"})])  # fmt: skip
     outcome = job.check_day(spark, spec, parse_day(day), kafka, args, PROJECT_HOME, staged)

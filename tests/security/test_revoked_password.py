@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 
+from job_modules import job_module
 from streamjoin.airflow.operators.supervise import StreamJobFailure, SuperviseStreamJoinOperator, pipeline_files
 from streamjoin.core.plans import PROJECT_HOME, checkpoint_dir
 from streamjoin.core.spec import load_spec
@@ -170,14 +171,9 @@ def test_the_job_records_a_revoked_password_as_terminal_not_as_the_timeout_it_sa
     """A password revoked under a running job reaches it as timeouts and failed tasks (its clients' sessions
     end at the broker's re-authentication): the job's ``failure.json`` must say a person must act. The job's
     :func:`classify` asks the real cluster before recording a transient error."""
-    import importlib.util
-
     from streamjoin.core.errors import KafkaAuthenticationError, KafkaUnavailableError
 
-    loader = importlib.util.spec_from_file_location("stream_join_job", PROJECT_HOME / "jobs" / "stream_join.py")
-    assert loader is not None and loader.loader is not None
-    job = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(job)
+    job = job_module("stream_join")
 
     user, password = f"job-{uuid.uuid4().hex[:8]}", secrets.token_urlsafe(12)
     _scram(secure_broker, user, password)

@@ -10,15 +10,12 @@ the kernel's ``TerminalKernelException``). Transient (a restart may help): the k
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import os
 import subprocess
 import sys
 import time
 import uuid
-from functools import cache
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -26,6 +23,7 @@ import yaml
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from job_modules import job_module
 from streamjoin.core.job_files import EXIT_TERMINAL, EXIT_TRANSIENT, QUERY_DIR, JobFailure, OffsetLog, PipelineFiles
 from streamjoin.core.plans import KERNEL_JAR, PROJECT_HOME, connector_jars
 from streamjoin.core.spec import PipelineSpec, parse_spec
@@ -34,16 +32,6 @@ from streamjoin.kafka.admin import delete_topics, ensure_topics
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 FAULT = "streamjoin.kernel.fault"  # TransactionalTask.FAULT
-
-
-@cache
-def _entry() -> ModuleType:
-    """``jobs/stream_join.py`` as a module (the file spark-submit runs)."""
-    found = importlib.util.spec_from_file_location("stream_join_job", PROJECT_HOME / "jobs" / "stream_join.py")
-    assert found is not None and found.loader is not None
-    module = importlib.util.module_from_spec(found)
-    found.loader.exec_module(module)
-    return module
 
 
 def _spec(tmp_path: Path, *, partitions: int = 1, exactly_once: bool = False) -> tuple[PipelineSpec, Path]:
@@ -68,7 +56,7 @@ def _spec(tmp_path: Path, *, partitions: int = 1, exactly_once: bool = False) ->
 
 def _run(spark: Any, spec_path: Path, bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     """The job's entry point in this process (its session is this one); returns its exit code."""
-    entry = _entry()
+    entry = job_module("stream_join")
     monkeypatch.setattr(entry, "build_session", lambda *args, **kwargs: spark)
     return int(entry.main(["--spec", str(spec_path), "--bootstrap", bootstrap, "--checkpoint",
                            str(tmp_path / "ck"), "--home", str(tmp_path), "--available-now"]))  # fmt: skip
