@@ -54,14 +54,19 @@ from streamjoin.core.spec import load_spec, parse_spec
 HOME = Path(__file__).resolve().parents[1]
 
 
-def day_spec(suffix: str, out: Path) -> object:
-    data = load_spec(HOME / "include/pipelines/clicks_per_region.yaml").model_dump(mode="json", by_alias=True)
+def on_bench_topics(data: dict[str, Any], suffix: str, out: Path) -> None:
+    """The seed spec's data moved to the bench's topics (``suffix``) and its files under ``out``."""
     for spec_input in data["inputs"].values():
         spec_input["topic"] += suffix
     for sink in (data["output"], data["aggregate"]["output"]):
         sink["topic"] += suffix
         sink["files"]["path"] = str(out / sink["topic"])
     data["dead_letter_topic"] += suffix
+
+
+def day_spec(suffix: str, out: Path) -> object:
+    data = load_spec(HOME / "include/pipelines/clicks_per_region.yaml").model_dump(mode="json", by_alias=True)
+    on_bench_topics(data, suffix, out)
     data["quality"] = None
     return parse_spec(data, "bench")
 
@@ -173,12 +178,7 @@ def pipeline_files(suffix: str, out: Path, partitions: int = 4) -> tuple[str, Pa
     data = yaml.safe_load((HOME / "include/pipelines/clicks_per_region.yaml").read_text())
     data["name"] = name
     data["kafka"]["partitions"] = partitions
-    for spec_input in data["inputs"].values():
-        spec_input["topic"] += suffix
-    for sink in (data["output"], data["aggregate"]["output"]):
-        sink["topic"] += suffix
-        sink["files"]["path"] = str(out / sink["topic"])
-    data["dead_letter_topic"] += suffix
+    on_bench_topics(data, suffix, out)
     suite = yaml.safe_load((HOME / "include/expectations/clicks_per_region.yaml").read_text())
     suite["pipeline"] = name
     regions = [*REGIONS, UNKNOWN]
