@@ -9,6 +9,7 @@ import java.util.Map;
 import java.util.NoSuchElementException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -37,8 +38,9 @@ final class KafkaRangeReader {
             ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName(),
             ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none",
             ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false",
-            ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed",
-            ConsumerConfig.CLIENT_ID_CONFIG, "streamjoin-kernel-reader");
+            ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+    /** numbers the consumers' client ids (one id per consumer: a JVM registers each client's metrics by id) */
+    private static final AtomicLong CONSUMERS = new AtomicLong();
 
     /** Pool key: the settings (their secrets included, never printed) and the partition. */
     private record Key(Map<String, String> settings, TopicPartition partition) {
@@ -63,6 +65,8 @@ final class KafkaRangeReader {
         this.key = key;
         Map<String, Object> config = new HashMap<>(key.settings());
         config.putAll(FIXED);
+        config.put(ConsumerConfig.CLIENT_ID_CONFIG,
+                "streamjoin-reader-" + key.partition() + "-" + CONSUMERS.incrementAndGet());
         this.consumer = new KafkaConsumer<>(config);
         consumer.assign(List.of(key.partition()));
     }
