@@ -18,27 +18,23 @@ from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
-from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from streamjoin.core.errors import KafkaUnavailableError, LocalBrokerError
 from streamjoin.core.plans import PROJECT_HOME
+from streamjoin.localdev.processes import LOG_TAIL_LINES, live_pid, port_in_use, stop_pid, tail
 
 DEFAULT_HOME = PROJECT_HOME / ".local" / "kafka"
 DEFAULT_JARS = PROJECT_HOME / ".local" / "jars" / "kafka"
-LOG_TAIL_LINES = 30
 
 _LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
 <!-- Written by streamjoin.localdev.kafka_broker; rewritten on every start. -->
@@ -65,20 +61,6 @@ def _random_cluster_id() -> str:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not cluster_id.startswith("-"):  # Kafka's tools reject ids that look like an option
             return cluster_id
-
-
-def _port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex((host, port)) == 0
-
-
-def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    """The last ``lines`` lines of a text file, or a note that it does not exist."""
-    if not path.exists():
-        return f"<{path} does not exist>"
-    with path.open(errors="replace") as handle:
-        return "".join(deque(handle, maxlen=lines)).rstrip() or f"<{path} is empty>"
 
 
 class KafkaBroker:
@@ -163,27 +145,12 @@ class KafkaBroker:
     # -- state --------------------------------------------------------------------------------------------
 
     def pid(self) -> int | None:
-        """The pid of this home's broker if it is alive (a stale pid file counts as not running)."""
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except FileNotFoundError:
-            return None
-        except OSError:  # no /proc: fall back to "a process with this pid exists"
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return None
-            return pid
-        # Guard against pid reuse: the process must be a broker started with this home's properties.
-        if b"kafka.Kafka" in cmdline and str(self.properties_file).encode() in cmdline:
-            if Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[-1].startswith("Z"):
-                return None  # a zombie: exited, not yet reaped by its parent
-            return pid
-        return None
+        """The pid of this home's broker if it is alive (a stale pid file, or a reused pid, counts as not running)."""
+        return live_pid(self.pid_file, *self._markers())
+
+    def _markers(self) -> tuple[bytes, ...]:
+        """What the broker's command line holds: Kafka's main class and this home's properties."""
+        return b"kafka.Kafka", str(self.properties_file).encode()
 
     def is_running(self) -> bool:
         """Whether this home's broker process is alive (not whether it answers; see :meth:`is_healthy`)."""
@@ -318,7 +285,7 @@ class KafkaBroker:
             self.wait_healthy(timeout)
             return False
         for port in (self.port, self.controller_port):
-            if _port_in_use(port):
+            if port_in_use(port):
                 raise LocalBrokerError(
                     f"port {port} is already in use by another process (another broker home? "
                     f"`ss -ltnp 'sport = :{port}'` shows which); stop it or choose other ports",
@@ -426,26 +393,7 @@ class KafkaBroker:
 
         :return: ``True`` if a broker was running
         """
-        pid = self.pid()
-        if pid is None:
-            self.pid_file.unlink(missing_ok=True)
-            return False
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while self.pid() is not None and time.monotonic() < deadline:
-            _reap(pid)
-            time.sleep(0.1)
-        if self.pid() is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            kill_deadline = time.monotonic() + 10
-            while self.pid() is not None and time.monotonic() < kill_deadline:
-                _reap(pid)
-                time.sleep(0.1)
-        _reap(pid)
-        self.pid_file.unlink(missing_ok=True)
-        return True
+        return stop_pid(self.pid_file, *self._markers(), timeout=timeout)
 
     def status(self) -> str:
         """One line for humans: running/healthy/stopped, pid, bootstrap and home."""
@@ -453,12 +401,6 @@ class KafkaBroker:
         healthy = pid is not None and self.is_healthy()
         state = "stopped" if pid is None else ("running, healthy" if healthy else "running, NOT answering")
         return f"kafka broker {state}: bootstrap {self.bootstrap}, pid {pid or '-'}, home {self.home}"
-
-
-def _reap(pid: int) -> None:
-    """Collect the exit status if the broker is our child, so it does not linger as a zombie."""
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
 
 
 def write_tls_files(directory: Path, host: str = "127.0.0.1") -> None:
@@ -509,7 +451,7 @@ def broker_answers(bootstrap: str, timeout: float = 3.0) -> bool:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    if not any(_port_in_use(int(hp.rsplit(":", 1)[1]), hp.rsplit(":", 1)[0]) for hp in bootstrap.split(",")):
+    if not any(port_in_use(int(hp.rsplit(":", 1)[1]), hp.rsplit(":", 1)[0]) for hp in bootstrap.split(",")):
         return False  # nothing listens: skip librdkafka's connect/retry logging
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000), "log_level": 0})
     try:

@@ -15,11 +15,8 @@ CLI::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,7 +26,7 @@ from pathlib import Path
 
 from streamjoin.core.errors import StreamJoinError
 from streamjoin.core.plans import PROJECT_HOME
-from streamjoin.localdev.kafka_broker import tail
+from streamjoin.localdev.processes import live_pid, port_in_use, stop_pid, tail
 
 DEFAULT_HOME = PROJECT_HOME / ".local" / "registry"
 DEFAULT_DIST = PROJECT_HOME / ".local" / "schema-registry"
@@ -47,12 +44,6 @@ class SchemaRegistryError(StreamJoinError):
         self.problem, self.home = problem, str(home)
         end = f"\nlast lines of {log}:\n{tail(log)}" if log is not None else ""
         super().__init__(f"local schema registry in {self.home}: {problem}{end}")
-
-
-def _port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex((host, port)) == 0
 
 
 def registry_answers(url: str, timeout: float = 3.0) -> bool:
@@ -103,20 +94,13 @@ class SchemaRegistry:
         return f"SchemaRegistry(home={str(self.home)!r}, url={self.url!r})"
 
     def pid(self) -> int | None:
-        """The pid of this home's registry if it is alive (a stale pid file counts as not running)."""
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[-1]
-        except FileNotFoundError:
-            return None
-        # Guard against pid reuse: the process must be the registry started with this home.
-        if f"-Dstreamjoin.registry.home={self.home}".encode() in cmdline and not state.startswith("Z"):
-            return pid
-        return None
+        """The pid of this home's registry if it is alive (a stale pid file, or a reused pid, counts as not
+        running)."""
+        return live_pid(self.pid_file, self._marker)
+
+    @property
+    def _marker(self) -> bytes:
+        return f"-Dstreamjoin.registry.home={self.home}".encode()
 
     def is_running(self) -> bool:
         """Whether this home's registry process is alive (not whether it answers; see :meth:`is_healthy`)."""
@@ -149,7 +133,7 @@ class SchemaRegistry:
                 "(or `make setup`)",
                 self.home,
             )
-        if _port_in_use(self.port):
+        if port_in_use(self.port):
             raise SchemaRegistryError(
                 f"port {self.port} is already in use by another process (`ss -ltnp 'sport = :{self.port}'` "
                 "shows which); stop it or choose another port",
@@ -208,22 +192,7 @@ class SchemaRegistry:
 
         :return: ``True`` if a registry was running
         """
-        pid = self.pid()
-        if pid is None:
-            self.pid_file.unlink(missing_ok=True)
-            return False
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-            deadline = time.monotonic() + wait
-            while self.pid() is not None and time.monotonic() < deadline:
-                _reap(pid)
-                time.sleep(0.1)
-            if self.pid() is None:
-                break
-        _reap(pid)
-        self.pid_file.unlink(missing_ok=True)
-        return True
+        return stop_pid(self.pid_file, self._marker, timeout=timeout)
 
     def status(self) -> str:
         """One line for humans: running/healthy/stopped, pid, URL and home."""
@@ -231,12 +200,6 @@ class SchemaRegistry:
         healthy = pid is not None and self.is_healthy()
         state = "stopped" if pid is None else ("running, healthy" if healthy else "running, NOT answering")
         return f"schema registry {state}: {self.url}, pid {pid or '-'}, home {self.home}"
-
-
-def _reap(pid: int) -> None:
-    """Collect the exit status if the registry is our child, so it does not linger as a zombie."""
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
 
 
 def main(argv: list[str] | None = None) -> int:
