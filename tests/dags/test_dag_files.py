@@ -289,7 +289,8 @@ def test_demo_pipeline_writes_what_the_semantics_imply_and_its_day_passes_its_qu
     (``jobs/stream_join.py --available-now``: ``run_stream``; ``jobs/reprocess_day.py --check``:
     ``reprocess_day`` staged, then the job's ``check_day`` in the same session). Then the same outputs, check
     and lineage as the seed's run through Airflow."""
-    from streamjoin.airflow.dag_factory import KAFKA_CONN_ID, pipeline_dag
+    from streamjoin.airflow.dag_factory import KAFKA_CONN_ID
+    from streamjoin.airflow.demo_dag import demo_dag
     from streamjoin.airflow.hooks.kafka_admin import StreamJoinKafkaHook
     from streamjoin.core.backfill import parse_day, plan_day
     from streamjoin.core.plans import checkpoint_dir
@@ -302,7 +303,7 @@ def test_demo_pipeline_writes_what_the_semantics_imply_and_its_day_passes_its_qu
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     spec_path = f"include/pipelines/{pipeline}.yaml"  # as the DAG file names it (dag_factory.spec_paths)
     spec = load_spec(PROJECT_HOME / spec_path)
-    dag = pipeline_dag(spec_path, demo=True)
+    dag = demo_dag(spec_path)
     assert dag.dag_id == f"streamjoin_{pipeline}_demo"
     tasks: dict[str, Any] = dict(dag.task_dict)
     assert {t: [type(op).__name__, sorted(op.downstream_task_ids)] for t, op in tasks.items()} == DEMO_WIRING
