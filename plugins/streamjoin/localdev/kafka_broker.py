@@ -31,7 +31,7 @@ from typing import Any
 
 from streamjoin.core.errors import KafkaUnavailableError, LocalBrokerError
 from streamjoin.core.plans import PROJECT_HOME
-from streamjoin.localdev.processes import LOG_TAIL_LINES, live_pid, port_in_use, stop_pid, tail
+from streamjoin.localdev.processes import LOG_TAIL_LINES, live_pid, port_in_use, run_command, stop_pid, tail
 
 DEFAULT_HOME = PROJECT_HOME / ".local" / "kafka"
 DEFAULT_JARS = PROJECT_HOME / ".local" / "jars" / "kafka"
@@ -477,24 +477,8 @@ def main(argv: list[str] | None = None) -> int:
     broker = KafkaBroker(
         args.home, args.port, args.controller_port or args.port + 1, secure_port=args.secure_port, scram_users=users
     )
-    try:
-        if args.command == "start":
-            started = time.monotonic()
-            if broker.start(args.timeout):
-                print(f"kafka broker started in {time.monotonic() - started:.1f} s: {broker.bootstrap}")
-            else:
-                print(f"kafka broker already running: {broker.bootstrap}")
-            print(f"log: {broker.log_file}")
-        elif args.command == "stop":
-            stopped = broker.stop(args.timeout)
-            print(f"kafka broker stopped: {broker.bootstrap}" if stopped else "kafka broker not running")
-        else:
-            print(broker.status())
-            return 0 if broker.is_running() else 3
-    except (LocalBrokerError, KafkaUnavailableError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    errors = (LocalBrokerError, KafkaUnavailableError)
+    return run_command(broker, args.command, args.timeout, "kafka broker", broker.bootstrap, errors)
 
 
 if __name__ == "__main__":

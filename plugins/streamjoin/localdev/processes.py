@@ -1,5 +1,5 @@
 """What the local services (the Kafka broker, the schema registry) share: their JVM found by its pid file,
-stopped with SIGTERM then SIGKILL, a port probe and the tail of their logs."""
+stopped with SIGTERM then SIGKILL, a port probe, the tail of their logs and their ``start|stop|status`` CLI."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import contextlib
 import os
 import signal
 import socket
+import sys
 import time
 from collections import deque
 from pathlib import Path
+from typing import Protocol
 
 LOG_TAIL_LINES = 30
 
@@ -77,3 +79,42 @@ def reap(pid: int) -> None:
     """Collect the exit status if the process is our child, so it does not linger as a zombie."""
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)
+
+
+class LocalService(Protocol):
+    """A local service as its CLI drives it."""
+
+    @property
+    def log_file(self) -> Path: ...
+
+    def start(self, timeout: float) -> bool: ...
+
+    def stop(self, timeout: float) -> bool: ...
+
+    def status(self) -> str: ...
+
+    def is_running(self) -> bool: ...
+
+
+def run_command(
+    service: LocalService, command: str, timeout: float, name: str, address: str, errors: tuple[type[Exception], ...]
+) -> int:
+    """A CLI's ``start``, ``stop`` or ``status`` of ``service`` (``name`` and ``address`` for its lines): exit 0,
+    3 for ``status`` of a stopped service, 1 with the error on stderr for one of ``errors``."""
+    try:
+        if command == "start":
+            started = time.monotonic()
+            if service.start(timeout):
+                print(f"{name} started in {time.monotonic() - started:.1f} s: {address}")
+            else:
+                print(f"{name} already running: {address}")
+            print(f"log: {service.log_file}")
+        elif command == "stop":
+            print(f"{name} stopped: {address}" if service.stop(timeout) else f"{name} not running")
+        else:
+            print(service.status())
+            return 0 if service.is_running() else 3
+    except errors as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from streamjoin.core.errors import StreamJoinError
 from streamjoin.core.plans import PROJECT_HOME
-from streamjoin.localdev.processes import live_pid, port_in_use, stop_pid, tail
+from streamjoin.localdev.processes import live_pid, port_in_use, run_command, stop_pid, tail
 
 DEFAULT_HOME = PROJECT_HOME / ".local" / "registry"
 DEFAULT_DIST = PROJECT_HOME / ".local" / "schema-registry"
@@ -210,24 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for start/stop")
     args = parser.parse_args(argv)
     registry = SchemaRegistry(args.home, args.port)
-    try:
-        if args.command == "start":
-            started = time.monotonic()
-            if registry.start(args.timeout):
-                print(f"schema registry started in {time.monotonic() - started:.1f} s: {registry.url}")
-            else:
-                print(f"schema registry already running: {registry.url}")
-            print(f"log: {registry.log_file}")
-        elif args.command == "stop":
-            stopped = registry.stop(args.timeout)
-            print(f"schema registry stopped: {registry.url}" if stopped else "schema registry not running")
-        else:
-            print(registry.status())
-            return 0 if registry.is_running() else 3
-    except SchemaRegistryError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return run_command(registry, args.command, args.timeout, "schema registry", registry.url, (SchemaRegistryError,))
 
 
 if __name__ == "__main__":
