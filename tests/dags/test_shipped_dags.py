@@ -265,6 +265,7 @@ STAND_IN_DRIVER = """
 import sys, time
 from pathlib import Path
 stop = Path(sys.argv[1]) / "stop"
+print("running", flush=True)
 while not stop.exists():  # as the job does between batches
     time.sleep(0.1)
 print("stopped by the marker", flush=True)
@@ -291,6 +292,8 @@ def test_stop_redeploy_dag_stops_a_running_driver_and_records_the_intent(tmp_pat
         start_new_session=True,
     )  # fmt: skip
     try:
+        # the child's command line is read once it runs: Popen returns during its exec, before Linux has set it
+        assert driver.stdout is not None and driver.stdout.readline().strip() == "running"
         # the name guards against pid reuse: it must be in the command line
         files.record_driver(driver.pid, driver.pid, str(tmp_path / "driver.log"), str(files.checkpoint))
         assert files.driver_alive()
