@@ -4,7 +4,6 @@ runs (the Kafka connection points at a closed port: reaching it would fail diffe
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -12,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from job_modules import module_from_file
 from streamjoin.core.backfill import BackfillError
 from streamjoin.core.plans import PROJECT_HOME
 
@@ -28,11 +28,7 @@ HOSTILE_DAYS = [
 
 
 def _dag_module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"hostile_{name}", PROJECT_HOME / "dags" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return module_from_file(PROJECT_HOME / "dags" / f"{name}.py", f"hostile_{name}")
 
 
 @pytest.fixture
