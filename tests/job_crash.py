@@ -15,10 +15,10 @@ def crashing_job(at_batch: int) -> type:
     from streamjoin.spark.job import StreamJob
 
     class CrashingJob(StreamJob):
-        def _run_batch(self, batch_id: int, start: Any, ends: Any) -> None:
+        def _run_batch(self, batch_id: int, start: Any, ends: Any, clock: Any = None) -> None:
             if batch_id == at_batch:
                 self.writer(self._raw(start, ends), batch_id)
                 raise Crash("driver died")
-            super()._run_batch(batch_id, start, ends)
+            super()._run_batch(batch_id, start, ends, clock)
 
     return CrashingJob

@@ -243,8 +243,6 @@ class StreamJob:
         self._latest_at_plan: dict[TopicPartition, int] | None = None
         #: the next batch, planned while the current one runs
         self._ahead = PlanAhead()
-        #: the driver's side of the batch about to run (its batch line's driver_ms)
-        self._clock: DriverClock | None = None
         self.lease = Lease(root, storage)
         # a committed batch's state must be there, whole: never start from an older or empty one
         self.writer.store.verify(at_least=self.offset_log.last_committed())
@@ -349,8 +347,7 @@ class StreamJob:
             next_start = time.monotonic() + interval
             if overlap:
                 self._ahead.start(batch_id + 1, functools.partial(self._plan_after, ends, ceiling))
-            self._clock = DriverClock(since, plan_ms, ahead is not None)
-            self._run_batch(batch_id, by_topic(start), ends)
+            self._run_batch(batch_id, by_topic(start), ends, DriverClock(since, plan_ms, ahead is not None))
             since = time.monotonic()
             batch_id += 1
             ran += 1
@@ -380,9 +377,10 @@ class StreamJob:
         partitions = self._partitions()
         return self._plan(self._start_after(ends, partitions), partitions, ceiling)
 
-    def _run_batch(self, batch_id: int, start: Offsets, ends: Offsets) -> None:
+    def _run_batch(self, batch_id: int, start: Offsets, ends: Offsets, clock: DriverClock | None = None) -> None:
+        """Run, write and commit batch ``batch_id``; ``clock``: the driver's side of it (its line's driver_ms)."""
         started = time.time()
-        summary = self.writer(self._raw(start, ends), batch_id, driver=self._clock)
+        summary = self.writer(self._raw(start, ends), batch_id, driver=clock)
         if not self.lease.held:  # another driver took the checkpoint over while this batch ran: no commit
             raise CheckpointLockedError(self.lease.path, "another driver", self.lease.ttl)
         self.offset_log.commit(batch_id)
