@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Resolves the Java artifacts from Maven Central into git-ignored .local/jars/:
 #   kafka/  a single-node KRaft broker (java/kafka-broker/pom.xml), run by streamjoin.localdev.kafka_broker
-#   spark/  Spark's Kafka connector (java/spark-kafka/pom.xml), passed to Spark as spark.jars
+#   spark/  Spark's Kafka connector and spark-avro (java/spark-kafka/pom.xml), passed to Spark as spark.jars
 #   hdfs/   Hadoop's MiniDFSCluster (java/hdfs-minicluster/pom.xml), the HDFS of the tests (streamjoin.localdev.hdfs)
 # Idempotent: a folder that already holds its marker jar is left alone (FORCE=1 resolves again).
 # Maven's local repository (~/.m2) makes a second resolution work offline.
@@ -31,5 +31,6 @@ fetch() {  # fetch <name> <pom> <marker glob>
 
 command -v mvn > /dev/null || { echo "mvn not found: install Maven (apt-get install maven)" >&2; exit 1; }
 fetch kafka java/kafka-broker/pom.xml 'kafka_2.13-*.jar'
-fetch spark java/spark-kafka/pom.xml 'spark-sql-kafka-0-10_2.13-*.jar'
+# the marker is the connector's last dependency added: a folder resolved before it is resolved again
+fetch spark java/spark-kafka/pom.xml 'spark-avro_2.13-*.jar'
 fetch hdfs java/hdfs-minicluster/pom.xml 'hadoop-client-minicluster-*.jar'
