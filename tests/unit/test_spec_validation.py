@@ -31,8 +31,8 @@ def test_two_inputs_on_one_topic_are_refused_as_a_self_join() -> None:
     assert error.path == "join.right"
     assert error.value == "b"
     assert "inputs 'a' and 'b' both read topic 'x'" in str(error)
-    assert "a self-join is not supported" in str(error)
-    assert "join against the copy" in str(error)
+    assert "name one input on both sides of a stream-stream join for a self-join" in str(error)
+    assert "join a copy of the topic" in str(error)
 
 
 def test_one_input_on_both_sides_is_refused_as_a_self_join() -> None:

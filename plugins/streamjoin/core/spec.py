@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from streamjoin.core.errors import SpecError, field_path, value_at
-from streamjoin.core.shapes import Kind, Role, Shape, traits
+from streamjoin.core.shapes import SHAPES, Kind, Role, Shape, traits
 
 __all__ = ["Kind", "Role", "Shape"]  # defined with the shapes' traits; read from here as well
 
@@ -179,6 +179,10 @@ class Join(_Model):
     key_selector: Projection | None = None
     #: table-table-fk: derives the right table's key from the left value
     foreign_key: Projection | None = None
+    #: a stage of ``joins:``: its name (default ``stage<N>``, N from 1), which the next stage's ``left`` names
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")] | None = None
+    #: an earlier stage of ``joins:`` may also write its result to a topic (spec only for now: no engine writes it)
+    output: Sink | None = None
 
 
 class Reduce(StrEnum):
@@ -284,7 +288,11 @@ class PipelineSpec(_Model):
     description: str = ""
     kafka: KafkaSettings = KafkaSettings()
     inputs: dict[str, Input]
+    #: the join, or the last stage of ``joins:`` (what the aggregate, the outputs and the quality suite follow)
     join: Join
+    #: the stages of ``joins:`` before the last one (empty for ``join:``); :attr:`stages` lists them all. The
+    #: YAML writes ``joins:`` (a list); this field is how the model keeps it without changing ``join``
+    earlier_joins: tuple[Join, ...] = ()
     output: Sink = Sink()
     aggregate: Aggregate | None = None
     dead_letter_topic: TopicName
@@ -298,12 +306,37 @@ class PipelineSpec(_Model):
     #: ``var/checkpoints/<name>`` on the machine that runs the driver
     checkpoint_location: Annotated[str, Field(pattern=r"^[a-z][a-z0-9+.-]*://[^\s]+$")] | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _joins_list(cls, data: Any) -> Any:
+        return _split_stages(data)
+
+    @property
+    def stages(self) -> tuple[Join, ...]:
+        """Every join stage in order: the stages of ``joins:``, or the one ``join:``. :attr:`join` is the last."""
+        return (*self.earlier_joins, self.join)
+
+    @property
+    def chained(self) -> bool:
+        """Several join stages (``joins:`` with more than one)."""
+        return bool(self.earlier_joins)
+
+    def stage_path(self, index: int) -> str:
+        """Where stage ``index`` is written in the spec: ``join`` (the one-join form) or ``joins[index]``."""
+        return "join" if not self.earlier_joins and self.join.name is None else f"joins[{index}]"
+
+    def stage_input(self, index: int) -> Input | None:
+        """Stage ``index``'s left input, or None where its left side is the previous stage's result."""
+        return self.inputs[self.stages[0].left] if index == 0 else None
+
     @property
     def left(self) -> Input:
-        return self.inputs[self.join.left]
+        """The left input of the (first) join: the one whose key the results carry."""
+        return self.inputs[self.stages[0].left]
 
     @property
     def right(self) -> Input:
+        """The right input of the (last) join."""
         return self.inputs[self.join.right]
 
     def repartition_topic(self, name: str) -> str:
@@ -329,77 +362,13 @@ class PipelineSpec(_Model):
 def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
     """Rules that span several fields, as (path, bad value, what is allowed)."""
     join, inputs = spec.join, spec.inputs
-    for side in ("left", "right"):
-        name = getattr(join, side)
-        if name not in inputs:
-            return [(f"join.{side}", name, f"one of the inputs {sorted(inputs)}")]
-    left_topic, right_topic = inputs[join.left].topic, inputs[join.right].topic
-    if left_topic == right_topic:
-        # Every record is routed to its side by topic, so both sides would read the same records as the
-        # left side and the join would see an empty right side: refuse it rather than join nothing.
-        clash = (
-            f"input {join.left!r} is both join.left and join.right (topic {left_topic!r})"
-            if join.left == join.right
-            else f"inputs {join.left!r} and {join.right!r} both read topic {left_topic!r}"
-        )
-        return [
-            (
-                "join.right",
-                join.right,
-                f"an input reading another topic than join.left: {clash}: a self-join is not supported; "
-                "copy the topic into a second topic (e.g. a job that forwards every record) and join "
-                "against the copy",
-            )
-        ]
     problems: list[tuple[str, Any, str]] = []
-    shape = traits(join.shape)
+    for index, stage in enumerate(spec.stages):
+        found, fatal = _stage_problems(spec, index, stage)
+        problems += found
+        if fatal:  # its sides are unusable: the rules after it would only repeat that
+            return problems
     problems += _repartition_problems(spec)
-    left_role, right_role, kinds = shape.left, shape.right, shape.kinds
-    for side, role in (("left", left_role), ("right", right_role)):
-        actual = inputs[getattr(join, side)].role
-        if actual is not role:
-            problems.append(
-                (
-                    f"inputs.{getattr(join, side)}.role",
-                    actual.value,
-                    f"{role.value!r}: shape {join.shape.value!r} joins a {left_role.value} (left) "
-                    f"with a {right_role.value} (right)",
-                )
-            )
-    key_join = join.shape in (Shape.STREAM_STREAM, Shape.STREAM_TABLE, Shape.TABLE_TABLE)
-    left_key, right_key = inputs[join.left].key.format, inputs[join.right].key.format
-    if key_join and left_key is not right_key:
-        # Kafka Streams joins serialized keys: a string "5" and a long 5 never match
-        problems.append(
-            (
-                f"inputs.{join.right}.key.format",
-                right_key.value,
-                f"{left_key.value!r}, the key format of {join.left!r}: a {join.shape.value} join matches equal keys",
-            )
-        )
-    if join.kind not in kinds:
-        allowed = ", ".join(sorted(k.value for k in kinds))
-        problems.append(("join.kind", join.kind.value, f"one of {allowed} for shape {join.shape.value!r}"))
-    if (join.window is not None) != shape.windowed:
-        problems.append(("join.window", join.window, "a window for stream-stream joins, none for other shapes"))
-    if join.grace and not shape.grace:
-        problems.append(("join.grace", join.grace, "0: grace applies to stream-stream and stream-table joins"))
-    if join.grace and shape.grace and not shape.windowed:  # a lookup's grace: stream records wait for versions
-        versioned = inputs[join.right].versioned
-        if versioned is None or versioned.history_retention < join.grace:
-            problems.append(
-                (
-                    f"inputs.{join.right}.versioned",
-                    versioned,
-                    f"a versioned table with history_retention >= grace ({join.grace} ms)",
-                )
-            )
-    if (join.foreign_key is not None) != shape.foreign_key:
-        problems.append(
-            ("join.foreign_key", join.foreign_key, "a foreign_key for table-table-fk joins, none for other shapes")
-        )
-    if join.key_selector is not None and not shape.key_selector:
-        problems.append(("join.key_selector", join.key_selector, "no key_selector outside stream-globaltable"))
     if spec.output.value_format is not Format.JSON and join.joiner.builds_struct:
         problems.append(
             (
@@ -419,6 +388,139 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
     return problems
 
 
+def _split_stages(data: Any) -> Any:
+    """``joins: [stage, ...]`` -> ``join`` (the last stage) and ``earlier_joins``: each stage named (default
+    ``stage<N>``), a later stage's ``left`` (default) the previous stage's name."""
+    if not isinstance(data, dict):
+        return data
+    if "earlier_joins" in data:
+        raise ValueError("'earlier_joins' is not a spec field: write the stages as 'joins:' (a list)")
+    if "joins" not in data:
+        return data
+    if "join" in data:
+        raise ValueError("give 'join' (one join) or 'joins' (a list of join stages), not both")
+    joins = data["joins"]
+    if not isinstance(joins, list) or not joins:
+        raise ValueError(f"'joins' must be a list of at least one join stage, got {joins!r}")
+    stages: list[Any] = []
+    for number, stage in enumerate(joins, start=1):
+        if isinstance(stage, dict):
+            stage = {"name": f"stage{number}", **stage}
+            previous = stages[-1] if stages else None
+            if isinstance(previous, dict) and "left" not in stage:
+                stage["left"] = previous["name"]
+        stages.append(stage)
+    rest = {key: value for key, value in data.items() if key != "joins"}
+    return {**rest, "join": stages[-1], "earlier_joins": stages[:-1]}
+
+
+def _user_loc(data: Any, loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """A field error's location as the spec file writes it: the stages of ``joins:`` as ``joins[i]``."""
+    if not isinstance(data, dict) or "joins" not in data:
+        return loc
+    if not loc or "join" in data or not isinstance(data["joins"], list):
+        return loc or ("joins",)
+    if loc[0] == "join":
+        return ("joins", len(data["joins"]) - 1, *loc[1:])
+    if loc[0] == "earlier_joins":
+        return ("joins", *loc[1:])
+    return loc
+
+
+def _result_role(stage: Join) -> Role:
+    """What a stage yields for the next one: a stream or a table (its shape's result)."""
+    return Role.TABLE if traits(stage.shape).table_result else Role.STREAM
+
+
+def _stage_problems(spec: PipelineSpec, index: int, join: Join) -> tuple[list[tuple[str, Any, str]], bool]:
+    """The rules of join stage ``index`` (``join``, or ``joins[index]``), and whether its sides are unusable
+    (the rules after it are then not checked). Stage 1 joins two inputs; a later stage joins the previous
+    stage's result (its ``left``: that stage's name) with an input, in any shape whose left side takes what
+    the previous stage yields (a stream or a table)."""
+    inputs, path, stages = spec.inputs, spec.stage_path(index), spec.stages
+    problems: list[tuple[str, Any, str]] = []
+    if index == 0:
+        sides: tuple[str, ...] = ("left", "right")
+    else:
+        previous = stages[index - 1]
+        if join.left != previous.name:
+            expected = (f"{previous.name!r}, the name of {spec.stage_path(index - 1)} (or leave 'left' out): a later "
+                        "stage joins the previous stage's result with an input")  # fmt: skip
+            return [(f"{path}.left", join.left, expected)], True
+        sides = ("right",)
+    for side in sides:
+        name = getattr(join, side)
+        if name not in inputs:
+            return [(f"{path}.{side}", name, f"one of the inputs {sorted(inputs)}")], True
+    shape = traits(join.shape)
+    if index == 0 and join.left == join.right and join.shape is not Shape.STREAM_STREAM:
+        topic = inputs[join.left].topic
+        clash = f"input {join.left!r} is both {path}.left and {path}.right (topic {topic!r})"
+        return [(f"{path}.right", join.right, f"another input: {clash}: only a stream-stream join may join an input "
+                 "with itself (a self-join)")], True  # fmt: skip
+    used = {n: inputs[n].topic for stage in stages[: index + 1] for n in (stage.left, stage.right) if n in inputs}
+    same_topic = [other for other, topic in used.items() if topic == inputs[join.right].topic and other != join.right]
+    if same_topic:
+        # records are routed to a side by their topic: two inputs on one topic would both see every record
+        clash = f"inputs {same_topic[0]!r} and {join.right!r} both read topic {inputs[join.right].topic!r}"
+        remedy = "name one input on both sides of a stream-stream join for a self-join, or join a copy of the topic"
+        return [(f"{path}.right", join.right, f"an input reading another topic: {clash}: {remedy}")], True
+    joins_what = f"shape {join.shape.value!r} joins a {shape.left.value} (left) with a {shape.right.value} (right)"
+    left_role = inputs[join.left].role if index == 0 else _result_role(stages[index - 1])
+    if index == 0 and left_role is not shape.left:
+        problems.append((f"inputs.{join.left}.role", left_role.value, f"{shape.left.value!r}: {joins_what}"))
+    elif left_role is not shape.left:
+        allowed = sorted(s.value for s, t in SHAPES.items() if t.left is left_role)
+        yields = f"{spec.stage_path(index - 1)} ({stages[index - 1].shape.value}) yields a {left_role.value}"
+        problems.append((f"{path}.shape", join.shape.value, f"one of {allowed}: {yields}, and {joins_what}"))
+    right_role = inputs[join.right].role
+    if right_role is not shape.right:
+        problems.append((f"inputs.{join.right}.role", right_role.value, f"{shape.right.value!r}: {joins_what}"))
+    key_join = join.shape in (Shape.STREAM_STREAM, Shape.STREAM_TABLE, Shape.TABLE_TABLE)
+    root = stages[0].left  # every stage's result is keyed as the first stage's left input
+    left_key, right_key = inputs[root].key.format, inputs[join.right].key.format
+    if key_join and left_key is not right_key:
+        # Kafka Streams joins serialized keys: a string "5" and a long 5 never match
+        problems.append(
+            (
+                f"inputs.{join.right}.key.format",
+                right_key.value,
+                f"{left_key.value!r}, the key format of {root!r}: a {join.shape.value} join matches equal keys",
+            )
+        )
+    if join.kind not in shape.kinds:
+        allowed_kinds = ", ".join(sorted(k.value for k in shape.kinds))
+        problems.append((f"{path}.kind", join.kind.value, f"one of {allowed_kinds} for shape {join.shape.value!r}"))
+    if (join.window is not None) != shape.windowed:
+        problems.append((f"{path}.window", join.window, "a window for stream-stream joins, none for other shapes"))
+    if join.grace and not shape.grace:
+        problems.append((f"{path}.grace", join.grace, "0: grace applies to stream-stream and stream-table joins"))
+    if join.grace and shape.grace and not shape.windowed:  # a lookup's grace: stream records wait for versions
+        versioned = inputs[join.right].versioned
+        if versioned is None or versioned.history_retention < join.grace:
+            problems.append(
+                (
+                    f"inputs.{join.right}.versioned",
+                    versioned,
+                    f"a versioned table with history_retention >= grace ({join.grace} ms)",
+                )
+            )
+    if (join.foreign_key is not None) != shape.foreign_key:
+        problems.append(
+            (f"{path}.foreign_key", join.foreign_key, "a foreign_key for table-table-fk joins, none for other shapes")
+        )
+    if join.key_selector is not None and not shape.key_selector:
+        problems.append((f"{path}.key_selector", join.key_selector, "no key_selector outside stream-globaltable"))
+    if join.output is not None and index == len(stages) - 1:
+        problems.append((f"{path}.output", join.output.model_dump(mode="json", exclude_defaults=True),
+                         "unset on the last stage: the pipeline's 'output' is its result"))  # fmt: skip
+    if join.name is not None and join.name in inputs:
+        problems.append((f"{path}.name", join.name, "a name no input has"))
+    if join.name is not None and [s.name for s in stages].count(join.name) > 1:
+        problems.append((f"{path}.name", join.name, "a name no other stage has"))
+    return problems, False
+
+
 def _repartition_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
     """``inputs.<name>.repartition``: only a side of a co-partitioned join, into a valid, unused topic name."""
     problems: list[tuple[str, Any, str]] = []
@@ -429,9 +531,10 @@ def _repartition_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
         if not inp.repartition:
             continue
         path, internal = f"inputs.{name}.repartition", spec.repartition_topic(name)
-        if not traits(spec.join.shape).copartitioned:
-            problems.append((path, True, f"false: shape {spec.join.shape.value!r} does not need co-partitioned inputs"))
-        elif name not in (spec.join.left, spec.join.right):
+        stage = next((s for s in spec.stages if name in (s.left, s.right)), spec.join)
+        if not traits(stage.shape).copartitioned:
+            problems.append((path, True, f"false: shape {stage.shape.value!r} does not need co-partitioned inputs"))
+        elif name not in (stage.left, stage.right):
             problems.append((path, True, f"false: input {name!r} is not a side of the join"))
         elif not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", internal):
             problems.append((path, True, f"false, or an input name that makes a valid topic name (got {internal!r})"))
@@ -444,7 +547,7 @@ def _validated(data: Any, source: str) -> tuple[PipelineSpec | None, list[SpecEr
     try:
         spec = PipelineSpec.model_validate(data)
     except ValidationError as exc:
-        errors = [(tuple(e["loc"]), e["msg"]) for e in exc.errors()]
+        errors = [(_user_loc(data, tuple(e["loc"])), e["msg"]) for e in exc.errors()]
         return None, [SpecError(source, field_path(loc), value_at(data, loc), msg) for loc, msg in errors]
     problems = [SpecError(source, path, value, expected) for path, value, expected in _cross_field_problems(spec)]
     return spec, problems

@@ -1,0 +1,154 @@
+"""``joins:``, a pipeline of several join stages: the typed spec and its validation (issue 38)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from streamjoin.core.errors import SpecError
+from streamjoin.core.spec import Shape, parse_spec, spec_problems
+
+WINDOW = {"before": "10s", "after": "10s"}
+
+
+def _spec(joins: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": "p",
+        "inputs": {
+            "clicks": {"topic": "clicks", "role": "stream"},
+            "views": {"topic": "views", "role": "stream"},
+            "regions": {"topic": "regions", "role": "table"},
+            "products": {"topic": "products", "role": "table"},
+            "campaigns": {"topic": "campaigns", "role": "global_table"},
+        },
+        "output": {"topic": "joined"},
+        "dead_letter_topic": "p-dlq",
+        **extra,
+    }
+    if joins is not None:
+        data["joins"] = joins
+    return data
+
+
+def _problems(joins: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    return [(e.path, e.value) for e in spec_problems(_spec(joins), "p.yaml")]
+
+
+def test_stages_chain_by_name_or_implicitly_and_join_is_the_last_stage() -> None:
+    spec = parse_spec(
+        _spec(
+            [
+                {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions"},
+                {"shape": "stream-table", "kind": "left", "right": "products", "output": {"topic": "with-region"}},
+                {
+                    "name": "enriched",
+                    "shape": "stream-globaltable",
+                    "kind": "inner",
+                    "left": "stage2",
+                    "right": "campaigns",
+                },
+            ]
+        )
+    )
+    assert [(s.name, s.left, s.right) for s in spec.stages] == [
+        ("stage1", "clicks", "regions"),
+        ("stage2", "stage1", "products"),
+        ("enriched", "stage2", "campaigns"),
+    ]
+    assert spec.join is spec.stages[-1] and spec.join.shape is Shape.STREAM_GLOBALTABLE and spec.chained
+    assert spec.stages[1].output is not None and spec.stages[1].output.topic == "with-region"
+    assert (spec.left.topic, spec.right.topic) == ("clicks", "campaigns")
+    assert [spec.stage_path(i) for i in range(3)] == ["joins[0]", "joins[1]", "joins[2]"]
+
+
+def test_join_is_a_one_stage_joins() -> None:
+    one = {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions"}
+    single = parse_spec(_spec(join=one))
+    listed = parse_spec(_spec([one]))
+    assert single.stages == (single.join,) and not single.chained and single.stage_path(0) == "join"
+    assert listed.join.model_copy(update={"name": None}) == single.join and listed.stage_path(0) == "joins[0]"
+
+
+def test_a_stage_whose_shape_the_previous_result_does_not_allow_names_the_stage_field_and_value() -> None:
+    problems = _problems(
+        [
+            {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions"},
+            {"shape": "table-table", "kind": "inner", "right": "products"},
+        ]
+    )
+    assert problems == [("joins[1].shape", "table-table")]
+    error = spec_problems(
+        _spec(
+            [
+                {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions"},
+                {"shape": "table-table", "kind": "inner", "right": "products"},
+            ]
+        )
+    )[0]
+    assert "joins[0] (stream-table) yields a stream" in str(error)
+    assert "['stream-globaltable', 'stream-stream', 'stream-table']" in str(error)
+
+
+def test_a_stream_stream_stage_needs_a_window_and_a_later_left_must_be_the_previous_stage() -> None:
+    assert _problems(
+        [
+            {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions"},
+            {"shape": "stream-stream", "kind": "inner", "right": "views"},
+        ]
+    ) == [("joins[1].window", None)]
+    assert _problems(
+        [
+            {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions"},
+            {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "products"},
+        ]
+    ) == [("joins[1].left", "clicks")]
+
+
+def test_an_input_on_both_sides_is_a_self_join_for_stream_stream_only() -> None:
+    self_join = {"shape": "stream-stream", "kind": "inner", "left": "clicks", "right": "clicks", "window": WINDOW}
+    assert parse_spec(_spec([self_join])).join.left == "clicks"
+    assert _problems([{"shape": "table-table", "kind": "inner", "left": "regions", "right": "regions"}]) == [
+        ("joins[0].right", "regions")
+    ]
+
+
+def test_two_inputs_on_one_topic_are_refused_in_any_stage() -> None:
+    data = _spec(
+        [
+            {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions"},
+            {"shape": "stream-table", "kind": "left", "right": "copy"},
+        ]
+    )
+    data["inputs"]["copy"] = {"topic": "regions", "role": "table"}
+    with pytest.raises(SpecError, match=r"joins\[1\]\.right: got 'copy'.*inputs 'regions' and 'copy' both read"):
+        parse_spec(data)
+
+
+def test_field_errors_inside_a_stage_name_its_index() -> None:
+    errors = spec_problems(
+        _spec(
+            [
+                {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions"},
+                {"shape": "stream-table", "kind": "sideways", "right": "products"},
+            ]
+        )
+    )
+    assert [(e.path, e.value) for e in errors] == [("joins[1].kind", "sideways")]
+    both = spec_problems({**_spec([]), "join": {}})
+    assert [e.path for e in both] == ["joins"] and "not both" in str(both[0])
+
+
+def test_the_last_stage_has_no_output_of_its_own_and_stage_names_are_unique() -> None:
+    assert _problems(
+        [
+            {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions"},
+            {"shape": "stream-table", "kind": "left", "right": "products", "output": {"topic": "x"}},
+        ]
+    ) == [("joins[1].output", {"topic": "x"})]
+    assert _problems(
+        [
+            {"name": "regions", "shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions"},
+            {"shape": "stream-table", "kind": "left", "right": "products"},
+        ]
+    ) == [("joins[0].name", "regions")]
