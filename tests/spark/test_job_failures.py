@@ -2,15 +2,16 @@
 (``jobs/stream_join.py``'s ``main``) runs against the test broker, fails, and records its failure
 (``failure.json``) and exit code. Terminal (a person must act, the owner never restarts): the kernel's jar
 missing, an output topic missing, a record of a partition the pipeline does not have, a batch run again in
-another task count than its markers say, a batch's records deleted from Kafka before it ran (the last three:
-the kernel's ``TerminalKernelException``). Transient (a restart may help): the kernel's
-``TransientKernelException`` in a write task. In this process's Spark session (the entry point's
+another task count than its markers say, a batch's records deleted from Kafka before it ran, a result larger than
+its output topic takes (the last four: the kernel's ``TerminalKernelException``). Transient (a restart may help):
+the kernel's ``TransientKernelException`` in a write task. In this process's Spark session (the entry point's
 ``build_session`` returns it), except the missing jar: a spark-submit job without the kernel's jar."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -193,6 +194,34 @@ def test_a_transient_kernel_failure_in_a_write_task_is_transient(
     failure = _failure(tmp_path)
     assert (code, failure.error, failure.transient) == (EXIT_TRANSIENT, "JvmError", True), failure
     assert failure.message.startswith("dev.streamjoin.kernel.TransientKernelException: test fault"), failure.message
+
+
+def test_a_record_larger_than_its_output_topic_takes_is_terminal_naming_the_topic(
+    spark: Any, kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At-least-once delivery: the output topic takes record batches of at most 2 KiB (``max.message.bytes``) and
+    a view carries 8 KiB of random text, which its join result keeps. The broker refuses the write task's
+    record (Kafka's RecordTooLargeException, which no retry cures): the job exits terminal, naming the topic and
+    the setting to raise, and batch 0 stays uncommitted."""
+    spec, path = _spec(tmp_path)
+    output = spec.output.topic
+    plan = plan_topics(spec)
+    small = tuple(
+        dataclasses.replace(t, config={**t.config, "max.message.bytes": "2048"}) if t.name == output else t
+        for t in plan.topics
+    )  # fmt: skip
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, dataclasses.replace(plan, topics=small))
+    try:
+        producer = Producer({"bootstrap.servers": kafka_bootstrap})
+        producer.produce(spec.left.topic, key=b"u1", value=secrets.token_hex(4096).encode(), partition=0)
+        assert producer.flush(30) == 0
+        code = _run(spark, path, kafka_bootstrap, tmp_path, monkeypatch)
+    finally:
+        _cleanup(kafka_bootstrap, spec)
+    _assert_terminal_kernel_failure(tmp_path, code, f"writing to Kafka topic '{output}' failed: "
+                                    "org.apache.kafka.common.errors.RecordTooLargeException",
+                                    f"raise max.message.bytes of topic '{output}'")  # fmt: skip
+    assert OffsetLog(tmp_path / "ck" / QUERY_DIR).last_committed() is None
 
 
 def test_a_job_without_the_kernel_jar_is_terminal_at_start(kafka_bootstrap: str, tmp_path: Path) -> None:

@@ -54,6 +54,7 @@ from streamjoin.spark.kernel import StoreTask, jvm_plan, store_tasks
 from streamjoin.spark.plan_ahead import DriverClock, NextBatch, PlanAhead
 from streamjoin.spark.repartition import Repartitioner, join_partitions
 from streamjoin.spark.sinks import (
+    close_producers,
     close_transactional_producers,
     dead_letter_rows,
     file_rows,
@@ -178,7 +179,7 @@ class BatchWriter:
             self._check_markers = False
             log.info("batch %s: Kafka transactions %s", batch_id, written)
         else:
-            write_kafka(rows, self.settings.bootstrap)
+            log.info("batch %s: Kafka output %s", batch_id, write_kafka(rows, self.settings.bootstrap))
         # counts without a pass over uncached frames (an Observation on the Kafka write never completes)
         counts = BatchCounts(
             output_records=out.summary.good["L"] if out.one_result_per_left else results.count(),
@@ -190,9 +191,11 @@ class BatchWriter:
         return counts
 
     def close(self) -> None:
-        """Exactly once: close this JVM's transactional producers of the pipeline."""
+        """Close the producers this JVM keeps for the pipeline's Kafka output."""
         if self.spec.exactly_once:
             close_transactional_producers(self.spark, self.spec)
+        else:
+            close_producers(self.spark)
 
     def _report(
         self, batch_id: int, counts: BatchCounts, seconds: float, tasks: list[StoreTask], timing: Mapping[str, object]

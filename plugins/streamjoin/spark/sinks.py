@@ -13,7 +13,7 @@ from streamjoin.core.spec import Format, PipelineSpec, Sink
 from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 from streamjoin.spark.events import ORDER
 from streamjoin.spark.projection import is_json_text
-from streamjoin.spark.serde import encode
+from streamjoin.spark.serde import AvroOutput, avro_output, encode
 
 
 def _header(name: str, value: Column) -> Column:
@@ -28,12 +28,17 @@ def encode_key(key: Column, fmt: Format) -> Column:
     return key.cast("binary")
 
 
-def encode_value(value: Column, data_type: T.DataType, fmt: Format, *, json_text: bool = False) -> Column:
+def encode_value(
+    value: Column, data_type: T.DataType, fmt: Format, *, json_text: bool = False, avro: AvroOutput | None = None
+) -> Column:
     """Value bytes as ``fmt`` declares: ``string`` UTF-8 text, ``long`` 8 bytes big-endian (Java's
-    LongSerializer), ``json`` a JSON document (a scalar too: a string is quoted, a number is its text).
+    LongSerializer), ``json`` a JSON document (a scalar too: a string is quoted, a number is its text),
+    ``avro`` the wire format with the output's registered schema (``avro``).
 
     :param json_text: the column already holds JSON documents (a function joiner's results)
     """
+    if fmt is Format.AVRO:
+        return encode(value, fmt, avro)
     structured = isinstance(data_type, (T.StructType, T.MapType, T.ArrayType))
     if fmt is not Format.JSON and structured:
         raise ValueError(f"value_format {fmt.value!r} holds a scalar, not {data_type.simpleString()}")
@@ -47,7 +52,8 @@ def encode_value(value: Column, data_type: T.DataType, fmt: Format, *, json_text
     return encode(value, fmt)
 
 
-#: Producer settings of Spark's Kafka sink: larger batches and lz4 (the defaults send small batches).
+#: Producer settings of the kernel's writers (:func:`write_kafka`, :func:`write_kafka_transactions`): larger
+#: batches and lz4 (the defaults send small batches).
 PRODUCER_OPTIONS = {
     "kafka.linger.ms": "20",
     "kafka.batch.size": str(512 * 1024),
@@ -67,21 +73,25 @@ CONSUMER_OPTIONS = {
 
 
 def kafka_rows(rows: DataFrame, sink: Sink, topic: str, *, sort: bool = True) -> DataFrame:
-    """Rows for Spark's Kafka sink, in emission order within each partition.
+    """Kafka-shaped rows for :func:`write_kafka`, in emission order within each partition.
 
-    The record timestamp of a result (e.g. max of both join sides) travels in the ``ts`` header: Spark's
-    Kafka sink cannot set record timestamps. ``sort=False`` when every key's rows already sit in one
-    partition in emission order (a stream-table join keeps the Kafka source's partitions and order).
+    The record timestamp of a result (e.g. max of both join sides) travels in the ``ts`` header: the record's
+    own timestamp is its send time, as Spark's Kafka sink wrote it. ``sort=False`` when every key's rows already
+    sit in one partition in emission order (a stream-table join keeps the Kafka source's partitions and order).
     """
     value_type = rows.schema["value"].dataType
     if sort:
         # one writer per key, in emission order: Kafka keeps the order of one producer per partition
         rows = rows.repartition("key").sortWithinPartitions(*ORDER, "__sub")
+    # an Avro output's schema is registered when its program is built (the job's first batch)
+    avro = avro_output(sink, value_type) if sink.value_format is Format.AVRO else None
     return rows.select(
         encode_key(
             F.col("key"), Format.LONG if isinstance(rows.schema["key"].dataType, T.LongType) else Format.STRING
         ).alias("key"),
-        encode_value(F.col("value"), value_type, sink.value_format, json_text=is_json_text(rows)).alias("value"),
+        encode_value(F.col("value"), value_type, sink.value_format, json_text=is_json_text(rows), avro=avro).alias(
+            "value"
+        ),
         F.lit(topic).alias("topic"),
         F.array(_header("ts", F.col("ts"))).alias("headers"),
     )
@@ -103,10 +113,33 @@ def dead_letter_rows(dead: DataFrame, topic: str) -> DataFrame:
     )
 
 
-def write_kafka(rows: DataFrame, kafka: KafkaTarget) -> None:
-    """Write Kafka-shaped rows (``key, value, topic[, headers]``) to the cluster, security settings included."""
-    options = KafkaClientConfig.of(kafka).spark_options()
-    rows.write.format("kafka").options(**options).options(**PRODUCER_OPTIONS).save()
+#: ``headers`` of Spark's Kafka sink's rows
+HEADERS = T.ArrayType(T.StructType([T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())]))
+
+
+def producer_settings(kafka: KafkaTarget) -> dict[str, str]:
+    """The kernel's producers' settings: the connection's (security included) and :data:`PRODUCER_OPTIONS`."""
+    producer = {key.removeprefix("kafka."): value for key, value in PRODUCER_OPTIONS.items()}
+    return {**KafkaClientConfig.of(kafka).java(), **producer}
+
+
+def write_kafka(rows: DataFrame, kafka: KafkaTarget) -> str:
+    """Write Kafka-shaped rows (``key, value, topic[, headers]``; a string key or value as its UTF-8 bytes) at
+    least once: each task sends its rows in their order through its executor's pooled idempotent producer
+    (``java/kernel``'s ``KafkaTaskWriter``), the records Spark's Kafka sink would send. A send error fails the
+    job with the kernel's terminal or transient exception, naming the topic.
+
+    :return: ``tasks=T sent=S``
+    """
+    headers = F.col("headers") if "headers" in rows.columns else F.lit(None).cast(HEADERS)
+    frame = rows.select(F.col("key").cast("binary"), F.col("value").cast("binary"), "topic", headers.alias("headers"))
+    writer = _kernel_class(rows.sparkSession, "KafkaTaskWriter")
+    return str(writer.write(rows.sparkSession._jsparkSession, frame._jdf, producer_settings(kafka)))
+
+
+def close_producers(spark: SparkSession) -> None:
+    """Close the producers of :func:`write_kafka` that the driver's JVM keeps (local mode: every task's)."""
+    _kernel_class(spark, "KafkaTaskWriter").close()
 
 
 def write_kafka_transactions(
@@ -120,23 +153,21 @@ def write_kafka_transactions(
     :param check_markers: every task looks for its marker first (a driver's first batch may be a rerun)
     :return: ``tasks=T sent=S skipped=K``
     """
-    producer = {key.removeprefix("kafka."): value for key, value in PRODUCER_OPTIONS.items()}
-    settings = {**KafkaClientConfig.of(kafka).java(), **producer}
-    writer = _transactional_writer(rows.sparkSession)
+    writer = _kernel_class(rows.sparkSession, "TransactionalWriter")
     frame = rows.select("key", "value", "topic", "headers")
-    return str(writer.write(rows.sparkSession._jsparkSession, frame._jdf, settings, spec.name, spec.marker_topic,
-                            query_id, batch_id, check_markers))  # fmt: skip
+    return str(writer.write(rows.sparkSession._jsparkSession, frame._jdf, producer_settings(kafka), spec.name,
+                            spec.marker_topic, query_id, batch_id, check_markers))  # fmt: skip
 
 
 def close_transactional_producers(spark: SparkSession, spec: PipelineSpec) -> None:
     """Close the producers of :func:`write_kafka_transactions` that the driver's JVM keeps (local mode)."""
-    _transactional_writer(spark).close(spec.name)
+    _kernel_class(spark, "TransactionalWriter").close(spec.name)
 
 
-def _transactional_writer(spark: SparkSession) -> Any:
+def _kernel_class(spark: SparkSession, name: str) -> Any:
     from streamjoin.spark.kernel import java_class
 
-    return java_class(spark, "dev.streamjoin.kernel.TransactionalWriter")
+    return java_class(spark, f"dev.streamjoin.kernel.{name}")
 
 
 def file_rows(results: DataFrame) -> DataFrame:

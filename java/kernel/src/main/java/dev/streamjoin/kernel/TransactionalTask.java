@@ -2,23 +2,17 @@ package dev.streamjoin.kernel;
 
 import java.io.Serializable;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
-import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
-import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.common.header.Header;
-import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.VoidFunction;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.util.LongAccumulator;
 
 /**
@@ -85,7 +79,7 @@ final class TransactionalTask implements VoidFunction<Iterator<InternalRow>>, Se
             producer.beginTransaction();
             long count = 0;
             while (rows.hasNext()) {
-                producer.send(record(rows.next()));
+                producer.send(KafkaRecords.of(rows.next()));
                 count++;
             }
             if (fault.equals("mid_transaction:" + batch + ":" + task)) {
@@ -147,21 +141,5 @@ final class TransactionalTask implements VoidFunction<Iterator<InternalRow>>, Se
         if (producer != null) {
             producer.close(Duration.ofSeconds(5));
         }
-    }
-
-    private static ProducerRecord<byte[], byte[]> record(InternalRow row) {
-        byte[] key = row.isNullAt(0) ? null : row.getBinary(0);
-        byte[] value = row.isNullAt(1) ? null : row.getBinary(1);
-        String topic = row.getUTF8String(2).toString();
-        List<Header> headers = new ArrayList<>();
-        if (!row.isNullAt(3)) {
-            ArrayData array = row.getArray(3);
-            for (int i = 0; i < array.numElements(); i++) {
-                InternalRow header = array.getStruct(i, 2);
-                headers.add(new RecordHeader(header.getUTF8String(0).toString(),
-                        header.isNullAt(1) ? null : header.getBinary(1)));
-            }
-        }
-        return new ProducerRecord<>(topic, null, null, key, value, headers);
     }
 }

@@ -1,0 +1,63 @@
+package dev.streamjoin.kernel;
+
+import org.apache.kafka.common.InvalidRecordException;
+import org.apache.kafka.common.errors.AuthenticationException;
+import org.apache.kafka.common.errors.AuthorizationException;
+import org.apache.kafka.common.errors.InvalidTopicException;
+import org.apache.kafka.common.errors.RecordBatchTooLargeException;
+import org.apache.kafka.common.errors.RecordTooLargeException;
+
+/**
+ * A producer's send or flush error as the kernel's kind of failure, decided by Kafka's own class of it.
+ * Terminal, what a person must fix first (a restart fails the same way): credentials refused, the user not
+ * allowed to write the topic, a record larger than the topic takes, a topic name or a record the broker
+ * refuses. Anything else is transient, a restart from the checkpoint may help: Kafka's
+ * {@code RetriableException}s (timeouts, a lost connection, a topic or leader not known yet: Kafka counts
+ * {@code UnknownTopicOrPartitionException} as retriable, so is it here), and every error not known to be
+ * permanent.
+ */
+final class KafkaSendFailures {
+    private static final int MAX_DEPTH = 8;
+
+    private KafkaSendFailures() {}
+
+    /** {@code error} (a send's, a flush's) writing to {@code topic}, typed; its message names the topic, the error
+     * and what to do. */
+    static KernelException typed(String topic, Throwable error) {
+        String what = "writing to Kafka topic '" + topic + "' failed: " + error.getClass().getName() + ": "
+                + error.getMessage();
+        String action = action(topic, error);
+        if (action != null) {
+            return new TerminalKernelException(what + " (a person must act: " + action + "; then restart the job)",
+                    error);
+        }
+        return new TransientKernelException(what + " (a restart from the checkpoint may help)", error);
+    }
+
+    /** What a person must do about {@code error} or one of its causes, or null when a restart may help. */
+    private static String action(String topic, Throwable error) {
+        Throwable t = error;
+        for (int depth = 0; t != null && depth < MAX_DEPTH; depth++, t = t.getCause()) {
+            if (t instanceof AuthenticationException) {
+                return "check the Kafka connection's credentials";
+            }
+            if (t instanceof AuthorizationException) {
+                return "grant the Kafka connection's user WRITE and DESCRIBE on topic '" + topic + "' (and the "
+                        + "cluster access named)";
+            }
+            if (t instanceof RecordTooLargeException || t instanceof RecordBatchTooLargeException) {
+                return "raise max.message.bytes of topic '" + topic + "' (and the broker's message.max.bytes, "
+                        + "the producer's max.request.size, when the record is larger than those) above the "
+                        + "record's size, or make the pipeline's records smaller";
+            }
+            if (t instanceof InvalidTopicException) {
+                return "give the pipeline an output topic with a valid name instead of '" + topic + "'";
+            }
+            if (t instanceof InvalidRecordException) {
+                return "make topic '" + topic + "' accept the pipeline's records (e.g. a compacted topic takes no "
+                        + "record without a key)";
+            }
+        }
+        return null;
+    }
+}
