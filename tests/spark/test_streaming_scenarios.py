@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from streamjoin.core.codec import decode, encode
+from streamjoin.core.job_files import PipelineFiles
 from streamjoin.core.ordering import processing_order
 from streamjoin.core.spec import Format, PipelineSpec, parse_spec
 from streamjoin.core.topic_plan import plan_topics
@@ -113,6 +114,11 @@ def test_scenario_through_the_streaming_job(scenario: Scenario, spark, kafka_boo
     dead = consume_all(kafka_bootstrap, names[scenario.spec.dead_letter_topic], timeout=30)
     expected_dead = sum(1 for e in scenario.expected if e.topic == scenario.spec.dead_letter_topic)
     assert len(dead) == expected_dead - len(unwritable)
+    # the status counts the join results the kernel's tasks emitted: those on the output topic
+    status = PipelineFiles(Path(settings.checkpoint_dir)).status()
+    assert status is not None
+    if scenario.spec.output.topic:
+        assert status.totals.output_records == sum(1 for topic, *_ in got if topic == scenario.spec.output.topic)
 
 
 @pytest.mark.spark

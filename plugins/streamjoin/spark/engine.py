@@ -17,7 +17,7 @@ from pyspark.sql import types as T
 
 from streamjoin.core.errors import SpecError
 from streamjoin.core.shapes import ROLE_RANK, Shape, traits
-from streamjoin.core.spec import Format, Joiner, Kind, PipelineSpec, Role
+from streamjoin.core.spec import Format, Joiner, PipelineSpec, Role
 from streamjoin.spark.aggregate import rejected_results, staged_results
 from streamjoin.spark.events import (
     BatchSummary,
@@ -56,8 +56,8 @@ class BatchOutput:
     #: every key's results sit in one partition in the Kafka source's order (a stream-table lookup's come from
     #: the task of the stream record that made them): a Kafka sink needs no sort to keep each key's order
     results_in_order: bool
-    #: a left lookup join emits exactly one result per good stream record (the count needs no job)
-    one_result_per_left: bool
+    #: the join's result rows, counted by the kernel's tasks as they emit them (once the batch ran)
+    result_count: Callable[[], int]
     #: what this batch cached (first the decoded batch: Kafka is read once); the caller unpersists them
     #: with :meth:`release` once the outputs are written
     cached: tuple[Unpersistable, ...] = ()
@@ -78,6 +78,7 @@ def process_batch(
     *,
     file_order: bool = False,
     aligned: bool = False,
+    read_once: bool = False,
 ) -> BatchOutput:
     """Run one batch of Kafka-shaped rows (``key, value, topic, partition, offset, ts``) through the kernel,
     its stores read at ``checkpoint`` (``KernelCheckpoint(None)``: a fresh state in a temporary folder).
@@ -90,7 +91,8 @@ def process_batch(
     spec_json = spec.model_dump_json()  # names the pipeline's batch programs (templated), once a batch
     decoded = decode_batch(raw, spec, spec_json).persist()
     join = spec.join
-    kernel = kernel_join(decoded, spec, checkpoint, file_order=file_order, aligned=aligned)
+    read_once = read_once and spec.aggregate is None
+    kernel = kernel_join(decoded, spec, checkpoint, file_order=file_order, aligned=aligned, read_once=read_once)
     cached: tuple[Unpersistable, ...] = (decoded, kernel)
     results = templated(
         kernel.frame, f"results {spec_json}",
@@ -125,7 +127,7 @@ def process_batch(
         dead_letters=dead_letters,
         commit=committed(spec, checkpoint),
         results_in_order=lookup,
-        one_result_per_left=lookup and join.kind is Kind.LEFT,
+        result_count=kernel.result_count,
         cached=cached,
     )
 

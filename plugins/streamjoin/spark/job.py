@@ -121,7 +121,8 @@ class BatchWriter:
         started = time.monotonic()
         # decodes the batch; the rest is lazy
         checkpoint = self.store.load(batch_id)
-        out = process_batch(raw, self.spec, checkpoint, aligned=aligned)
+        # one write reads the results unless files are written too
+        out = process_batch(raw, self.spec, checkpoint, aligned=aligned, read_once=not self.spec.output.files)
         planned = time.monotonic()
         written_counts = self._write(out, batch_id)
         written = time.monotonic()
@@ -151,7 +152,7 @@ class BatchWriter:
         """All Kafka-bound rows (join results, aggregate updates, dead letters) go out in one write. Each
         sink's projection is a batch program built once (:func:`templated`)."""
         spec = self.spec
-        results = out.results if out.results_in_order else out.results.persist()
+        results = out.results  # the kernel caches its rows when more than one write reads them
         to_kafka: list[DataFrame] = []
         if spec.output.topic:
             to_kafka.append(_to_kafka(results, spec.output, spec.output.topic, sort=not out.results_in_order))
@@ -182,12 +183,11 @@ class BatchWriter:
             log.info("batch %s: Kafka output %s", batch_id, write_kafka(rows, self.settings.bootstrap))
         # counts without a pass over uncached frames (an Observation on the Kafka write never completes)
         counts = BatchCounts(
-            output_records=out.summary.good["L"] if out.one_result_per_left else results.count(),
+            output_records=out.result_count(),
             dead_letters=out.summary.rejected if spec.aggregate is None else dead.count(),
             aggregate_updates=0 if aggregates is None else aggregates.count(),
         )
         dead.unpersist()
-        results.unpersist()
         return counts
 
     def close(self) -> None:

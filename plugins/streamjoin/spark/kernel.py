@@ -41,6 +41,10 @@ class KernelResults:
     root: str
     temporary: str | None = None
 
+    def result_count(self) -> int:
+        """The result rows the batch's tasks emitted (after the action that ran them)."""
+        return int(self.handle.resultCount())
+
     def unpersist(self) -> None:
         self.handle.release()
         if self.temporary is not None:
@@ -49,7 +53,13 @@ class KernelResults:
 
 
 def kernel_join(
-    decoded: DataFrame, spec: PipelineSpec, checkpoint: KernelCheckpoint, *, file_order: bool, aligned: bool = False
+    decoded: DataFrame,
+    spec: PipelineSpec,
+    checkpoint: KernelCheckpoint,
+    *,
+    file_order: bool,
+    aligned: bool = False,
+    read_once: bool = False,
 ) -> KernelResults:
     """One batch of decoded rows through the spec's join on the kernel: its results (see the module's
     docstring), lazily; the first action over them runs the batch and commits the stores at
@@ -57,6 +67,7 @@ def kernel_join(
 
     :param aligned: partition t of ``decoded`` holds task t's records (read by
         :func:`~streamjoin.spark.source.read_task_ranges`): no shuffle before the rules
+    :param read_once: the caller reads the results in one action (one write): they are not cached
     """
     spark = decoded.sparkSession
     temporary = None
@@ -64,7 +75,8 @@ def kernel_join(
     if root is None:
         temporary = root = tempfile.mkdtemp(prefix="streamjoin-kernel-")
     plan = jvm_plan(spark, spec)
-    batch = _kernel(spark).join(spark._jsparkSession, decoded._jdf, plan, root, checkpoint.version, file_order, aligned)
+    batch = _kernel(spark).join(spark._jsparkSession, decoded._jdf, plan, root, checkpoint.version, file_order, aligned,
+                                   read_once)  # fmt: skip
     return KernelResults(DataFrame(batch.results(), spark), batch, spark, spec.kafka.partitions, root, temporary)
 
 

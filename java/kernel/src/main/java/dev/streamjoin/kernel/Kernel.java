@@ -13,6 +13,7 @@ import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.storage.StorageLevel;
+import org.apache.spark.util.LongAccumulator;
 
 import scala.Tuple2;
 
@@ -40,9 +41,11 @@ public final class Kernel {
      * @param fileOrder replay's file order: one task, records in offset order
      * @param aligned partition t of {@code decoded} holds task t's records already (its input read by {@link
      *     KafkaRanges}: a global table's in every task), so they go to the rules without a shuffle
+     * @param readOnce the caller reads the results once, in one action (one write): they are not cached, each
+     *     task's rows go straight on (a second action would run the rules again on stores already committed)
      */
     public static KernelBatch join(SparkSession session, Dataset<Row> decoded, JoinPlan plan, String checkpoint,
-            long version, boolean fileOrder, boolean aligned) {
+            long version, boolean fileOrder, boolean aligned, boolean readOnce) {
         Dataset<Row> input = Layout.input(decoded);
         Layout layout = new Layout(input.schema());
         int tasks = fileOrder ? 1 : plan.partitions;
@@ -68,7 +71,7 @@ public final class Kernel {
                     .mapPartitionsWithIndex(new ForeignKeyJoin(layout, foreign, version, plan.inner(),
                             plan.rightHistory != null, plan.longKeys), true), foreign, placements);
         }
-        return batch(session, rows.persist(StorageLevel.MEMORY_AND_DISK()), layout.output(), summary);
+        return batch(session, rows, readOnce, layout.output(), summary);
     }
 
     /**
@@ -101,9 +104,8 @@ public final class Kernel {
         }
         JavaRDD<InternalRow> rows = StoreLocatedRDD.of(session, changes.partitionBy(new TaskPartitioner(tasks))
                 .mapPartitionsWithIndex(new StreamAggregate(totals, version, plan.aggregate == JoinPlan.Emit.PER_BATCH),
-                        true), totals, placements)
-                .persist(StorageLevel.MEMORY_AND_DISK());
-        return batch(session, rows, StreamAggregate.OUTPUT, null);
+                        true), totals, placements);
+        return batch(session, rows, false, StreamAggregate.OUTPUT, null);
     }
 
     /** Close the stores of {@code checkpoint} loaded in this JVM (local mode: the tasks run in the driver). */
@@ -114,9 +116,26 @@ public final class Kernel {
         }
     }
 
-    private static KernelBatch batch(SparkSession session, JavaRDD<InternalRow> rows, StructType schema,
-            BatchSummary summary) {
-        return new KernelBatch(rows, session.internalCreateDataFrame(rows.rdd(), schema, false), summary);
+    /** The batch of {@code rows}, counted as they are computed, and cached unless {@code readOnce}. */
+    private static KernelBatch batch(SparkSession session, JavaRDD<InternalRow> rows, boolean readOnce,
+            StructType schema, BatchSummary summary) {
+        LongAccumulator count = session.sparkContext().longAccumulator("streamjoin kernel results");
+        JavaRDD<InternalRow> counted = rows.mapPartitions(iterator -> new java.util.Iterator<InternalRow>() {
+            @Override
+            public boolean hasNext() {
+                return iterator.hasNext();
+            }
+
+            @Override
+            public InternalRow next() {
+                count.add(1L);
+                return iterator.next();
+            }
+        }, true);
+        if (!readOnce) {
+            counted = counted.persist(StorageLevel.MEMORY_AND_DISK());
+        }
+        return new KernelBatch(counted, session.internalCreateDataFrame(counted.rdd(), schema, false), summary, count);
     }
 
     /** {@code frame}'s rows cast to {@code schema}'s columns, as Spark's internal rows. */
