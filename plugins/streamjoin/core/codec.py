@@ -10,9 +10,11 @@ from streamjoin.core.spec import Format
 
 
 def encode(value: Any, fmt: Format) -> bytes | None:
-    """``None`` stays ``None`` (a tombstone)."""
+    """``None`` stays ``None`` (a tombstone). Avro takes a registered schema (``core.avro.encode_wire``)."""
     if value is None:
         return None
+    if fmt is Format.AVRO:
+        raise ValueError("an Avro value is encoded with its registered schema: streamjoin.core.avro.encode_wire")
     if fmt is Format.LONG:
         return struct.pack(">q", int(value))  # Java LongSerializer: 8 bytes, big-endian, signed
     if fmt is Format.JSON:
@@ -29,7 +31,7 @@ def output_value(value: Any, fmt: Format, what: str = "the joiner") -> Any:
 
     :raises ValueError: a value the format cannot hold (a mapping or list, or a non-integer for ``long``)
     """
-    if value is None or fmt is Format.JSON:
+    if value is None or fmt in (Format.JSON, Format.AVRO):  # Avro: a record, as the joiner's struct is
         return value
     if isinstance(value, dict | list | tuple):
         raise ValueError(
@@ -46,6 +48,8 @@ def output_value(value: Any, fmt: Format, what: str = "the joiner") -> Any:
 def decode(data: bytes | None, fmt: Format) -> Any:
     if data is None:
         return None
+    if fmt is Format.AVRO:
+        raise ValueError("an Avro value is decoded with its writer schema: streamjoin.core.avro.decode_wire")
     if fmt is Format.LONG:
         return struct.unpack(">q", data)[0]
     if fmt is Format.JSON:

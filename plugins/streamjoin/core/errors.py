@@ -225,6 +225,27 @@ class JvmError(StreamJoinError):
         super().__init__(f"{java_class}: {java_message}" + (f"; {action}" if action else ""))
 
 
+class SchemaRegistryUnavailableError(StreamJoinError):
+    """The schema registry did not answer (connection refused, timeout, TLS, a 5xx) or its connection has no
+    address. Transient: a restart once it answers may help."""
+
+    transient = True
+
+    def __init__(self, where: str, problem: str) -> None:
+        self.where, self.problem = where, problem
+        super().__init__(f"schema registry {where}: {problem}")
+
+
+class SchemaRegistrationError(StreamJoinError):
+    """The registry refused a pipeline's schema under a subject (incompatible with its versions, invalid), or
+    an input's subject has no schema. Terminal: change the schema or the subject's compatibility level."""
+
+    def __init__(self, subject: str, version: int | None, message: str) -> None:
+        self.subject, self.version, self.message = subject, version, message
+        against = f"its latest version {version}" if version is not None else "no version yet"
+        super().__init__(f"schema registry subject {subject!r} ({against}) refused the schema: {message}")
+
+
 class SparkSubmitError(StreamJoinError):
     """spark-submit exited with an error (or could not start); the message ends with the last lines it printed."""
 

@@ -8,6 +8,7 @@ the bad value and what is allowed.
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from collections.abc import Callable
 from datetime import date
@@ -72,6 +73,42 @@ class Format(StrEnum):
     STRING = "string"
     JSON = "json"
     LONG = "long"  # 8-byte big-endian, as Java's LongSerializer writes it
+    AVRO = "avro"  # Confluent wire format: magic byte 0, 4-byte big-endian schema id, Avro binary payload
+
+
+#: the Airflow connection of a schema registry when a serde names none (``registry``)
+DEFAULT_REGISTRY = "schema_registry_default"
+
+
+class SubjectNameStrategy(StrEnum):
+    """Which registry subject a topic's schemas live under, as Confluent's serializers name them."""
+
+    TOPIC_NAME = "topic_name"  # <topic>-key / <topic>-value
+    RECORD_NAME = "record_name"  # <fully qualified record name>
+    TOPIC_RECORD_NAME = "topic_record_name"  # <topic>-<fully qualified record name>
+
+
+class Compatibility(StrEnum):
+    """A subject's compatibility level in the registry (Confluent's names)."""
+
+    BACKWARD = "BACKWARD"
+    BACKWARD_TRANSITIVE = "BACKWARD_TRANSITIVE"
+    FORWARD = "FORWARD"
+    FORWARD_TRANSITIVE = "FORWARD_TRANSITIVE"
+    FULL = "FULL"
+    FULL_TRANSITIVE = "FULL_TRANSITIVE"
+    NONE = "NONE"
+
+
+_AVRO_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def subject_name(strategy: SubjectNameStrategy, topic: str, is_key: bool, record_name: str | None) -> str:
+    """The registry subject of a topic's keys or values under ``strategy`` (Confluent's naming)."""
+    if strategy is SubjectNameStrategy.TOPIC_NAME:
+        return f"{topic}-{'key' if is_key else 'value'}"
+    assert record_name is not None, "record strategies need the record's full name"
+    return record_name if strategy is SubjectNameStrategy.RECORD_NAME else f"{topic}-{record_name}"
 
 
 class FieldType(StrEnum):
@@ -82,10 +119,18 @@ class FieldType(StrEnum):
 
 
 class Serde(_Model):
-    """How a key or value is encoded on the topic. JSON needs a flat schema: field -> type."""
+    """How a key or value is encoded on the topic. JSON needs a flat schema: field -> type. Avro's schemas are
+    in a schema registry (``registry``: an Airflow connection id); the values decode with ``reader_schema``
+    (an Avro schema, JSON text or a mapping), by default the subject's latest version when the job starts."""
 
     format: Format = Format.STRING
     fields: dict[str, FieldType] | None = Field(default=None, alias="schema")
+    registry: str | None = None
+    subject_name_strategy: SubjectNameStrategy = SubjectNameStrategy.TOPIC_NAME
+    #: the full name of the record (``namespace.Name``) for the record subject strategies; default: the reader
+    #: schema's
+    record_name: str | None = None
+    reader_schema: dict[str, Any] | str | None = None
 
     @model_validator(mode="after")
     def _json_needs_schema(self) -> Serde:
@@ -93,7 +138,63 @@ class Serde(_Model):
             raise ValueError("format 'json' needs a 'schema' mapping field names to string|long|double|boolean")
         if self.format is not Format.JSON and self.fields:
             raise ValueError(f"'schema' is only for format 'json', not {self.format.value!r}")
+        if self.format is not Format.AVRO:
+            for name in ("registry", "record_name", "reader_schema"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name!r} is only for format 'avro', not {self.format.value!r}")
+            if self.subject_name_strategy is not SubjectNameStrategy.TOPIC_NAME:
+                raise ValueError(f"'subject_name_strategy' is only for format 'avro', not {self.format.value!r}")
+            return self
+        if self.record_name is not None and not _AVRO_NAME.match(self.record_name):
+            raise ValueError(f"record_name {self.record_name!r} is not an Avro full name (namespace.Name)")
+        if self.reader_schema is not None:
+            _check_avro_schema(self.reader_schema)
+        strategy = self.subject_name_strategy
+        if strategy is not SubjectNameStrategy.TOPIC_NAME and self.full_record_name is None:
+            raise ValueError(
+                f"subject_name_strategy {strategy.value!r} needs 'record_name' (namespace.Name) or a "
+                "'reader_schema' of a named record"
+            )
         return self
+
+    @property
+    def registry_conn_id(self) -> str:
+        """The schema registry's Airflow connection id."""
+        return self.registry or DEFAULT_REGISTRY
+
+    @property
+    def reader_schema_text(self) -> str | None:
+        """``reader_schema`` as Avro JSON text."""
+        schema = self.reader_schema
+        return schema if schema is None or isinstance(schema, str) else json.dumps(schema, separators=(",", ":"))
+
+    @property
+    def full_record_name(self) -> str | None:
+        """``record_name``, else the reader schema's full name (None if neither names a record)."""
+        if self.record_name is not None:
+            return self.record_name
+        if self.reader_schema is None:
+            return None
+        schema = json.loads(self.reader_schema_text or "null")
+        if not isinstance(schema, dict) or "name" not in schema:
+            return None
+        name = str(schema["name"])
+        return name if "." in name or not schema.get("namespace") else f"{schema['namespace']}.{name}"
+
+    def subject(self, topic: str, *, is_key: bool = False) -> str:
+        """The registry subject of ``topic``'s values (keys with ``is_key``) under this serde's strategy."""
+        return subject_name(self.subject_name_strategy, topic, is_key, self.full_record_name)
+
+
+def _check_avro_schema(schema: dict[str, Any] | str) -> None:
+    """:raises ValueError: ``schema`` is not a valid Avro schema (fastavro's message)."""
+    import fastavro
+
+    try:
+        parsed = json.loads(schema) if isinstance(schema, str) else schema
+        fastavro.parse_schema(parsed)
+    except (ValueError, TypeError, KeyError, fastavro.schema.SchemaParseException) as exc:
+        raise ValueError(f"reader_schema is not a valid Avro schema: {exc}") from None
 
 
 class Versioned(_Model):
@@ -212,6 +313,40 @@ class Sink(_Model):
     #: set on the pipeline's ``output``: it covers every topic the pipeline writes (the aggregate's, the dead
     #: letters' too)
     delivery: Delivery = Delivery.AT_LEAST_ONCE
+    #: ``value_format: avro``: the schema registry's Airflow connection id (default ``schema_registry_default``),
+    #: the subject's naming and the compatibility level the job sets on it before registering the value's schema
+    registry: str | None = None
+    subject_name_strategy: SubjectNameStrategy = SubjectNameStrategy.TOPIC_NAME
+    compatibility: Compatibility = Compatibility.BACKWARD
+
+    @model_validator(mode="after")
+    def _registry_only_for_avro(self) -> Sink:
+        if self.value_format is not Format.AVRO:
+            if self.registry is not None or self.subject_name_strategy is not SubjectNameStrategy.TOPIC_NAME:
+                raise ValueError(f"'registry' and 'subject_name_strategy' are only for value_format 'avro', not "
+                                 f"{self.value_format.value!r}")  # fmt: skip
+        elif self.topic is None:
+            raise ValueError("value_format 'avro' needs a 'topic' (its subject is named after it)")
+        return self
+
+    @property
+    def registry_conn_id(self) -> str:
+        """The schema registry's Airflow connection id."""
+        return self.registry or DEFAULT_REGISTRY
+
+    @property
+    def record_name(self) -> str:
+        """The full name of the value's Avro record: ``streamjoin.<topic>`` (characters Avro names cannot
+        hold become ``_``)."""
+        assert self.topic is not None
+        name = re.sub(r"[^A-Za-z0-9_]", "_", self.topic)
+        return f"streamjoin.{'_' + name if name[0].isdigit() else name}"
+
+    @property
+    def subject(self) -> str:
+        """The registry subject of the values (an Avro output's)."""
+        assert self.topic is not None
+        return subject_name(self.subject_name_strategy, self.topic, False, self.record_name)
 
 
 class Emit(StrEnum):
@@ -369,15 +504,32 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
         if fatal:  # its sides are unusable: the rules after it would only repeat that
             return problems
     problems += _repartition_problems(spec)
-    if spec.output.value_format is not Format.JSON and join.joiner.builds_struct:
+    if spec.output.value_format not in (Format.JSON, Format.AVRO) and join.joiner.builds_struct:
         problems.append(
             (
                 "output.value_format",
                 spec.output.value_format.value,
-                "'json': the joiner builds a struct; a select of one expression or a function joiner returning "
-                "a scalar can be written as 'string' or 'long'",
+                "'json' or 'avro': the joiner builds a struct; a select of one expression or a function joiner "
+                "returning a scalar can be written as 'string' or 'long'",
             )
         )
+    if spec.output.value_format is Format.AVRO and not join.joiner.builds_struct:
+        problems.append(
+            ("output.value_format", "avro",
+             "'json', 'string' or 'long': an Avro output's record is derived from a joiner that builds a struct "
+             "(the default {left, right} or a select of fields), not from one expression or a function"),
+        )  # fmt: skip
+    if spec.aggregate is not None and spec.aggregate.output.value_format is Format.AVRO:
+        problems.append(
+            ("aggregate.output.value_format", "avro", "'long', 'string' or 'json': Avro aggregate outputs are not "
+             "supported yet (issue 37 covers the join's output)"),
+        )  # fmt: skip
+    for name, inp in inputs.items():
+        if inp.key.format is Format.AVRO:
+            problems.append(
+                (f"inputs.{name}.key.format", "avro", "'string' or 'long': Avro keys are not supported yet "
+                 "(issue 37: Avro values only)"),
+            )  # fmt: skip
     if spec.aggregate is not None and spec.aggregate.output.delivery is not Delivery.AT_LEAST_ONCE:
         problems.append(
             ("aggregate.output.delivery", spec.aggregate.output.delivery.value,

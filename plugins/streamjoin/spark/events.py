@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 from streamjoin.core.join_plan import UNDECODABLE
 from streamjoin.core.shapes import ROLE_RANK
 from streamjoin.core.spec import Format, Kind, PipelineSpec, Role, Shape
+from streamjoin.kafka.schema_registry import AvroSchemas, batch_schemas
 from streamjoin.spark.projection import key_selector
 from streamjoin.spark.serde import decode, spark_type
 from streamjoin.spark.templates import templated
@@ -48,15 +49,19 @@ def decode_batch(raw: DataFrame, spec: PipelineSpec, spec_json: str | None = Non
     """Decode both sides' records into event columns, in one frame with the records that cannot be
     processed (``reason`` set, original bytes in ``__dead_key``/``__dead_value``): the one frame a caller
     caches per batch; :func:`rejected_records` are its dead letters. Built once per pipeline
-    (:func:`~streamjoin.spark.templates.templated`; ``spec_json``: the spec's JSON if the caller has it)."""
-    return templated(raw, f"decode {spec_json or spec.model_dump_json()}", lambda rows: _decode(rows, spec))
+    (:func:`~streamjoin.spark.templates.templated`; ``spec_json``: the spec's JSON if the caller has it), and
+    for Avro inputs once per set of their subjects' versions (listed from the registry every batch)."""
+    avro = batch_schemas(spec)
+    name = " ".join([f"decode {spec_json or spec.model_dump_json()}", *(a.key for a in avro.values())])
+    return templated(raw, name, lambda rows: _decode(rows, spec, avro))
 
 
-def _decode(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
+def _decode(raw: DataFrame, spec: PipelineSpec, avro: dict[str, AvroSchemas]) -> DataFrame:
     join = spec.join
     left, right = spec.left, spec.right
-    lval, lerr = decode(F.col("value"), left.value)
-    rval, rerr = decode(F.col("value"), right.value)
+    lavro, ravro = avro.get(left.topic), avro.get(right.topic)
+    lval, lerr = decode(F.col("value"), left.value, lavro)
+    rval, rerr = decode(F.col("value"), right.value, ravro)
     is_left = F.col("topic") == F.lit(left.topic)
     names = list(spec.inputs)
     key, key_err = decode_key(is_left, spec)
@@ -94,8 +99,8 @@ def _decode(raw: DataFrame, spec: PipelineSpec) -> DataFrame:
     decoded = staged.select(
         F.when(is_left, F.lit("L")).otherwise(F.lit("R")).alias("side"),
         key.alias("key"),
-        F.when(is_left & ~dead, lval).cast(spark_type(left.value)).alias("lval"),
-        F.when(~is_left & ~dead, rval).cast(spark_type(right.value)).alias("rval"),
+        F.when(is_left & ~dead, lval).cast(spark_type(left.value, lavro)).alias("lval"),
+        F.when(~is_left & ~dead, rval).cast(spark_type(right.value, ravro)).alias("rval"),
         F.col("value").isNull().alias("tomb"),
         F.col("ts").cast("long").alias("ts"),
         F.col("partition").cast("int").alias("__task"),

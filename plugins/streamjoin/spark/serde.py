@@ -5,12 +5,20 @@ A decoded value comes with an ``error`` column: a non-null reason marks a record
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from streamjoin.core.avro import wire_header
 from streamjoin.core.join_plan import UNDECODABLE
-from streamjoin.core.spec import FieldType, Format, Serde
+from streamjoin.core.spec import FieldType, Format, Serde, Sink
+
+if TYPE_CHECKING:
+    from streamjoin.kafka.schema_registry import AvroSchemas
 
 _SPARK_TYPES: dict[FieldType, T.DataType] = {
     FieldType.STRING: T.StringType(),
@@ -19,20 +27,31 @@ _SPARK_TYPES: dict[FieldType, T.DataType] = {
     FieldType.BOOLEAN: T.BooleanType(),
 }
 _CORRUPT = "_corrupt_record"
+#: the field an Avro reader schema gets to tell decoded records from those PERMISSIVE mode gave up on
+_DECODED = "__streamjoin_decoded"
 
 
-def spark_type(serde: Serde) -> T.DataType:
-    """The Spark type a value of this serde decodes to."""
+def spark_type(serde: Serde, avro: AvroSchemas | None = None) -> T.DataType:
+    """The Spark type a value of this serde decodes to (an Avro value: its reader schema's, from ``avro``)."""
     if serde.format is Format.STRING:
         return T.StringType()
     if serde.format is Format.LONG:
         return T.LongType()
+    if serde.format is Format.AVRO:
+        assert avro is not None, "an Avro serde decodes with its batch's schemas"
+        return avro_spark_type(json.loads(avro.reader))
     assert serde.fields is not None
     return T.StructType([T.StructField(name, _SPARK_TYPES[ftype]) for name, ftype in serde.fields.items()])
 
 
-def decode(raw: Column, serde: Serde) -> tuple[Column, Column]:
-    """``(value, error)`` for the bytes column ``raw``; null bytes decode to a null value without error."""
+def decode(raw: Column, serde: Serde, avro: AvroSchemas | None = None) -> tuple[Column, Column]:
+    """``(value, error)`` for the bytes column ``raw``; null bytes decode to a null value without error.
+
+    :param avro: an Avro serde's schemas in this batch (:func:`~streamjoin.kafka.schema_registry.input_schemas`)
+    """
+    if serde.format is Format.AVRO:
+        assert avro is not None, "an Avro serde decodes with its batch's schemas"
+        return _decode_avro(raw, avro)
     if serde.format is Format.STRING:
         return raw.cast("string"), F.lit(None).cast("string")
     if serde.format is Format.LONG:
@@ -61,8 +80,75 @@ def decode(raw: Column, serde: Serde) -> tuple[Column, Column]:
     return value, error
 
 
-def encode(value: Column, fmt: Format) -> Column:
-    """Bytes for a result value; null stays null (a tombstone)."""
+def _decode_avro(raw: Column, avro: AvroSchemas) -> tuple[Column, Column]:
+    """Confluent's wire format: each record's payload read by spark-avro's ``from_avro`` with the writer schema
+    of its id (one branch per version of the subject), resolved to the reader schema. A record that is not the
+    wire format, whose id is not one of the subject's, or whose payload does not decode (``from_avro``'s
+    PERMISSIVE mode gives null) has an error naming the id."""
+    from pyspark.sql.avro.functions import from_avro
+
+    schema_id = F.conv(F.hex(F.substring(raw, 2, 4)), 16, 10).cast("long")
+    payload = F.substring(raw, 6, 1 << 30)
+    wire = (F.length(raw) >= 5) & (F.hex(F.substring(raw, 1, 1)) == F.lit("00"))
+    reader = json.loads(avro.reader)
+    record = isinstance(reader, dict) and reader.get("type") == "record"
+    if record:
+        # PERMISSIVE gives a struct of nulls for bytes that do not decode: a field only the reader has, with a
+        # default, is true on every record that decoded (Avro's resolution fills it in) and null on the others
+        reader = {**reader, "fields": [*reader["fields"], {"name": _DECODED, "type": "boolean", "default": True}]}
+    options = {"avroSchema": json.dumps(reader), "mode": "PERMISSIVE"}
+    decoded: Any = None
+    for known_id, writer in avro.writers:
+        branch = from_avro(payload, writer, options)
+        decoded = (F if decoded is None else decoded).when(schema_id == F.lit(known_id), branch)
+    known = schema_id.isin(avro.ids) if avro.ids else F.lit(False)
+    if decoded is None:
+        decoded = F.lit(None).cast(avro_spark_type(reader))
+    value = F.when(wire & known & (decoded[_DECODED].isNotNull() if record else decoded.isNotNull()), decoded)
+    if record:
+        value = value.dropFields(_DECODED)
+    prefix = f"{UNDECODABLE}-value: "
+    error = (
+        F.when(raw.isNull(), F.lit(None).cast("string"))
+        .when(~wire, F.concat(F.lit(f"{prefix}not the Confluent wire format (magic byte 0, 4-byte schema id): "
+                                    "starts with 0x"), F.hex(F.substring(raw, 1, 5))))
+        .when(~known, F.concat(F.lit(f"{prefix}schema id "), schema_id.cast("string"),
+                               F.lit(f" is not a version of subject {avro.subject!r} (its ids: {avro.ids})")))
+        .when(value.isNull(), F.concat(F.lit(f"{prefix}the bytes do not decode as Avro with schema id "),
+                                       schema_id.cast("string"),
+                                       F.lit(f" of subject {avro.subject!r} (malformed or truncated payload)")))
+    )  # fmt: skip
+    return value, error
+
+
+@dataclass(frozen=True)
+class AvroOutput:
+    """An Avro output's registered value schema and its id (the 5-byte header before each value)."""
+
+    schema_id: int
+    schema: str
+
+
+def avro_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
+    """The Avro schema of the values ``sink`` gets (:func:`avro_schema` of their Spark type, a record named
+    after the topic), registered under the sink's subject (once per process and schema).
+
+    :raises SchemaRegistrationError: the registry refuses it (terminal)
+    """
+    from streamjoin.kafka.schema_registry import register_output
+
+    schema = json.dumps(avro_schema(value_type, sink.record_name), separators=(",", ":"))
+    return AvroOutput(register_output(sink, schema), schema)
+
+
+def encode(value: Column, fmt: Format, avro: AvroOutput | None = None) -> Column:
+    """Bytes for a result value; null stays null (a tombstone). ``avro``: an Avro output's schema."""
+    if fmt is Format.AVRO:
+        from pyspark.sql.avro.functions import to_avro
+
+        assert avro is not None, "an Avro output encodes with its registered schema"
+        header = F.lit(bytearray(wire_header(avro.schema_id)))
+        return F.when(value.isNotNull(), F.concat(header, to_avro(value, avro.schema)))
     if fmt is Format.STRING:
         return value.cast("string").cast("binary")
     if fmt is Format.LONG:
@@ -74,3 +160,96 @@ def encode(value: Column, fmt: Format) -> Column:
 def encode_long_text(value: Column) -> Column:
     """A long as UTF-8 decimal text (used for the ``ts`` header)."""
     return value.cast("string").cast("binary")
+
+
+_AVRO_PRIMITIVES: dict[str, T.DataType] = {
+    "string": T.StringType(), "long": T.LongType(), "int": T.IntegerType(), "double": T.DoubleType(),
+    "float": T.FloatType(), "boolean": T.BooleanType(), "bytes": T.BinaryType(), "null": T.NullType(),
+}  # fmt: skip
+
+
+def avro_spark_type(schema: Any) -> T.DataType:
+    """The Spark type spark-avro decodes an Avro schema (parsed JSON) to, as its ``SchemaConverters`` map it:
+    a record is a struct, an enum a string, fixed bytes binary; every field nullable (``from_avro``'s
+    PERMISSIVE mode makes them so).
+
+    :raises ValueError: a union of several non-null types (spark-avro makes a struct of members; not supported)
+    """
+    if isinstance(schema, str):
+        return _AVRO_PRIMITIVES.get(schema) or _unsupported(schema)
+    if isinstance(schema, list):
+        types = [t for t in schema if t != "null"]
+        if len(types) != 1:
+            raise ValueError(f"an Avro union of one type and null is supported, not {schema}")
+        return avro_spark_type(types[0])
+    kind, logical = schema.get("type"), schema.get("logicalType")
+    if logical == "date":
+        return T.DateType()
+    if logical in ("timestamp-millis", "timestamp-micros"):
+        return T.TimestampType()
+    if logical in ("local-timestamp-millis", "local-timestamp-micros"):
+        return T.TimestampNTZType()
+    if logical == "decimal":
+        return T.DecimalType(schema["precision"], schema.get("scale", 0))
+    if kind == "record":
+        return T.StructType([T.StructField(f["name"], avro_spark_type(f["type"])) for f in schema["fields"]])
+    if kind == "array":
+        return T.ArrayType(avro_spark_type(schema["items"]))
+    if kind == "map":
+        return T.MapType(T.StringType(), avro_spark_type(schema["values"]))
+    if kind == "enum":
+        return T.StringType()
+    if kind == "fixed":
+        return T.BinaryType()
+    return avro_spark_type(kind)
+
+
+def _unsupported(schema: Any) -> T.DataType:
+    raise ValueError(f"Avro type {schema!r} is not supported")
+
+
+def avro_schema(data_type: T.DataType, name: str, nullable: bool = False) -> Any:
+    """The Avro schema (parsed JSON) of a Spark type, as ``to_avro`` writes it: a struct is a record (``name``
+    the full name of the outermost one; a nested struct's record is named after its field), a nullable field a
+    union with null defaulting to null (a field added later stays BACKWARD compatible).
+
+    :raises ValueError: a type Avro cannot hold here (a map whose keys are not strings, an interval)
+    """
+    if nullable:
+        return ["null", avro_schema(data_type, name)]
+    if isinstance(data_type, T.StructType):
+        namespace, _, short = name.rpartition(".")
+        fields = []
+        for f in data_type.fields:
+            field: dict[str, Any] = {"name": f.name, "type": avro_schema(f.dataType, f"{short}_{f.name}", f.nullable)}
+            if f.nullable:
+                field["default"] = None
+            fields.append(field)
+        record: dict[str, Any] = {"type": "record", "name": short, "fields": fields}
+        return {**record, "namespace": namespace} if namespace else record
+    if isinstance(data_type, T.ArrayType):
+        return {"type": "array", "items": avro_schema(data_type.elementType, name, data_type.containsNull)}
+    if isinstance(data_type, T.MapType) and isinstance(data_type.keyType, T.StringType):
+        return {"type": "map", "values": avro_schema(data_type.valueType, name, data_type.valueContainsNull)}
+    if isinstance(data_type, T.DecimalType):
+        return {"type": "fixed", "name": name.rpartition(".")[2], "size": _decimal_bytes(data_type.precision),
+                "logicalType": "decimal", "precision": data_type.precision, "scale": data_type.scale}  # fmt: skip
+    simple: dict[type, Any] = {
+        T.StringType: "string", T.LongType: "long", T.IntegerType: "int", T.ShortType: "int", T.ByteType: "int",
+        T.DoubleType: "double", T.FloatType: "float", T.BooleanType: "boolean", T.BinaryType: "bytes",
+        T.DateType: {"type": "int", "logicalType": "date"},
+        T.TimestampType: {"type": "long", "logicalType": "timestamp-micros"},
+        T.TimestampNTZType: {"type": "long", "logicalType": "local-timestamp-micros"},
+        T.NullType: "null",
+    }  # fmt: skip
+    if type(data_type) in simple:
+        return simple[type(data_type)]
+    raise ValueError(f"Spark type {data_type.simpleString()} has no Avro schema here (field {name!r})")
+
+
+def _decimal_bytes(precision: int) -> int:
+    """The fixed size spark-avro gives a decimal of ``precision`` digits."""
+    size = 1
+    while 10**precision >= 2 ** (8 * size - 1):
+        size += 1
+    return size

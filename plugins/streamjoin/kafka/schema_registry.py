@@ -1,0 +1,192 @@
+"""A Confluent-compatible schema registry as the pipelines use it: writer schemas by id, a subject's versions,
+the reader schema of an Avro input, and an Avro output's schema registered under its subject.
+
+The registry is an Airflow connection (a serde's ``registry``, default ``schema_registry_default``):
+
+=======================  =============================================================================
+``extra.url``            the API's base URL (``https://sr.example.com``); else ``http(s)://host:port/schema``
+                         (``https`` when ``extra.protocol`` is ``https`` or a TLS setting is given)
+login / password         basic auth (``basic.auth.user.info``)
+``extra.ssl.*``          ``ssl.ca.location``, ``ssl.certificate.location``, ``ssl.key.location``,
+                         ``ssl.key.password``: TLS, as Confluent's client takes them
+=======================  =============================================================================
+
+Clients are kept per connection and process (the driver's): a schema fetched by id is fetched once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from streamjoin.core.errors import SchemaRegistrationError, SchemaRegistryUnavailableError
+from streamjoin.core.spec import Format, Input, PipelineSpec, Sink
+
+_TLS_KEYS = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password")
+
+
+@dataclass(frozen=True)
+class RegistryConfig:
+    """Confluent's ``SchemaRegistryClient`` settings of one registry; ``repr`` shows no secret."""
+
+    url: str
+    conn_id: str = "<settings>"
+    settings: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    @classmethod
+    def from_connection(cls, conn_id: str) -> RegistryConfig:
+        """The Airflow connection ``conn_id`` (the metastore, a secrets backend or ``AIRFLOW_CONN_<ID>``)."""
+        from airflow.sdk.bases.hook import BaseHook
+
+        conn = BaseHook.get_connection(conn_id)
+        extra = dict(conn.extra_dejson or {})
+        settings = {key: str(extra[key]) for key in _TLS_KEYS if extra.get(key)}
+        url = extra.get("url")
+        if not url:
+            if not conn.host:
+                raise SchemaRegistryUnavailableError(conn_id, "the connection has neither extra.url nor a host")
+            scheme = "https" if extra.get("protocol") == "https" or settings else "http"
+            port = f":{conn.port}" if conn.port else ""
+            path = f"/{conn.schema.strip('/')}" if conn.schema else ""
+            url = f"{scheme}://{conn.host}{port}{path}"
+        if conn.login:
+            settings["basic.auth.user.info"] = f"{conn.login}:{conn.password or ''}"
+        return cls(str(url).rstrip("/"), conn_id, tuple(sorted(settings.items())))
+
+    def client_conf(self) -> dict[str, str]:
+        return {"url": self.url, **dict(self.settings)}
+
+
+@cache
+def registry_config(conn_id: str) -> RegistryConfig:
+    """:meth:`RegistryConfig.from_connection`, once per process."""
+    return RegistryConfig.from_connection(conn_id)
+
+
+@cache
+def client(config: RegistryConfig) -> Any:
+    """Confluent's client of ``config`` (it caches schemas by id), one per process."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    return SchemaRegistryClient(config.client_conf())
+
+
+def _call(config: RegistryConfig, what: str, call: Any, *args: Any) -> Any:
+    """``call(*args)``; the registry not answering (or a 5xx) is :class:`SchemaRegistryUnavailableError`."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    try:
+        return call(*args)
+    except SchemaRegistryError as exc:
+        if exc.http_status_code >= 500:
+            raise SchemaRegistryUnavailableError(config.url, f"{what}: {exc}") from exc
+        raise
+    except Exception as exc:  # connection refused, timeouts, TLS: httpx's errors
+        raise SchemaRegistryUnavailableError(config.url, f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class AvroSchemas:
+    """An Avro input's schemas for one batch: the reader schema, and each version's writer schema by id."""
+
+    subject: str
+    reader: str
+    #: ``(schema id, writer schema)`` of each version of the subject, oldest first
+    writers: tuple[tuple[int, str], ...]
+
+    @property
+    def ids(self) -> list[int]:
+        return [schema_id for schema_id, _ in self.writers]
+
+    @property
+    def key(self) -> str:
+        """Names the decoding program of these schemas (:func:`~streamjoin.spark.templates.templated`)."""
+        return f"{self.subject}@{','.join(map(str, self.ids))}:{hash(self.reader)}"
+
+
+def subject_ids(config: RegistryConfig, subject: str) -> list[int]:
+    """The schema id of each of ``subject``'s versions (oldest first): one listing, then a call per version
+    not seen before in this process (a version's id never changes)."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    registry = client(config)
+    try:
+        versions = _call(config, f"versions of {subject!r}", registry.get_versions, subject)
+    except SchemaRegistryError as exc:
+        if exc.http_status_code == 404:
+            return []
+        raise
+    return [_version_id(config, subject, v) for v in versions]
+
+
+@cache
+def _version_id(config: RegistryConfig, subject: str, version: int) -> int:
+    found = _call(config, f"version {version} of {subject!r}", client(config).get_version, subject, version)
+    return int(found.schema_id)
+
+
+def writer_schema(config: RegistryConfig, schema_id: int) -> str:
+    """The schema of ``schema_id`` (fetched once per process: Confluent's client caches it)."""
+    return str(_call(config, f"schema id {schema_id}", client(config).get_schema, schema_id).schema_str)
+
+
+@cache
+def _latest_reader(config: RegistryConfig, subject: str) -> str:
+    """The subject's latest schema when first asked in this process (the job's start)."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    try:
+        latest = _call(config, f"latest version of {subject!r}", client(config).get_latest_version, subject)
+    except SchemaRegistryError as exc:
+        raise SchemaRegistrationError(
+            subject, None, f"{exc}: an Avro input needs its subject registered, or a reader_schema in the spec"
+        ) from exc
+    return str(latest.schema.schema_str)
+
+
+def input_schemas(spec_input: Input) -> AvroSchemas:
+    """The schemas an Avro input's values decode with in this batch (lists the subject's versions once)."""
+    serde = spec_input.value
+    config = registry_config(serde.registry_conn_id)
+    subject = serde.subject(spec_input.topic)
+    reader = serde.reader_schema_text or _latest_reader(config, subject)
+    ids = subject_ids(config, subject)
+    return AvroSchemas(subject, reader, tuple((i, writer_schema(config, i)) for i in ids))
+
+
+def batch_schemas(spec: PipelineSpec) -> dict[str, AvroSchemas]:
+    """Each Avro input's :class:`AvroSchemas` by topic (empty without Avro inputs: no registry call)."""
+    return {i.topic: input_schemas(i) for i in spec.inputs.values() if i.value.format is Format.AVRO}
+
+
+@cache
+def register_output(sink: Sink, schema: str) -> int:
+    """Register an Avro output's value schema under its subject (its compatibility level set first); the
+    schema's id. Registering a schema the subject has returns its id. Once per process and schema.
+
+    :raises SchemaRegistrationError: the registry refuses it (terminal: names subject, latest version and
+        the registry's message)
+    """
+    from confluent_kafka.schema_registry import Schema
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    config = registry_config(sink.registry_conn_id)
+    registry, subject, level = client(config), sink.subject, sink.compatibility.value
+    try:
+        # the level first, so that it decides this registration; a registry may refuse a config for a subject
+        # that does not exist yet (Apicurio: 404): then the first version needs no check, and the level follows
+        new = not subject_ids(config, subject)
+        if not new:
+            _call(config, f"compatibility of {subject!r}", registry.set_compatibility, subject, level)
+        schema_id = int(_call(config, f"register under {subject!r}", registry.register_schema, subject,
+                              Schema(schema, "AVRO")))  # fmt: skip
+        if new:
+            _call(config, f"compatibility of {subject!r}", registry.set_compatibility, subject, level)
+        return schema_id
+    except SchemaRegistryError as exc:
+        ids = subject_ids(config, subject)
+        latest = len(ids) or None
+        raise SchemaRegistrationError(subject, latest, f"{exc.error_message} (HTTP {exc.http_status_code}); "
+                                      f"the schema: {json.loads(schema)}") from exc  # fmt: skip

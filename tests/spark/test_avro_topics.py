@@ -1,0 +1,240 @@
+"""Avro topics through a real schema registry (the local Apicurio, Confluent API), a real broker and the real
+streaming job in this process's Spark session: seed 000's join (clicks left-joined with regions, summed per
+region) with Avro clicks and regions and an Avro output, checked per key against the reference engine.
+
+One job run serves the module's tests: the clicks topic holds records of two schema versions (v2 adds a field
+with a default, registered after v1's records were written), one record whose schema id is not the subject's
+and one whose payload does not decode; the job's batches are cut small so several list the subject's versions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from streamjoin.core.avro import decode_wire, encode_wire, wire_header
+from streamjoin.core.codec import decode
+from streamjoin.core.records import Emitted, Record
+from streamjoin.core.reference import ReferenceEngine
+from streamjoin.core.spec import Format, PipelineSpec, parse_spec
+from streamjoin.core.topic_plan import plan_topics
+from streamjoin.kafka.admin import ensure_topics
+from streamjoin.kafka.clients import consume_all, produce_records
+from streamjoin.localdev.schema_registry import SchemaRegistry
+
+#: beside the test brokers' and test_schema_registry's ports (+30, +31)
+PORT = int(os.environ.get("STREAMJOIN_TEST_KAFKA_PORT", "19092")) + 33
+UNKNOWN_ID = 987_654
+
+CLICK_V1 = {"type": "record", "name": "Click", "namespace": "demo",
+            "fields": [{"name": "clicks", "type": "long"}]}  # fmt: skip
+CLICK_V2 = {**CLICK_V1, "fields": [*CLICK_V1["fields"], {"name": "page", "type": "string", "default": "home"}]}
+REGION = {"type": "record", "name": "Region", "namespace": "demo", "fields": [{"name": "region", "type": "string"}]}
+
+
+def _spec(suffix: str) -> PipelineSpec:
+    """Seed 000's shape (include/pipelines/clicks_per_region.yaml) on Avro values; the select also carries
+    v2's field, which v1's records get as its default."""
+    return parse_spec({
+        "name": "avro_clicks",
+        "kafka": {"partitions": 1},
+        "inputs": {
+            "clicks": {"topic": f"avro-clicks{suffix}", "role": "stream", "value": {"format": "avro"}},
+            "regions": {"topic": f"avro-regions{suffix}", "role": "table", "value": {"format": "avro"}},
+        },
+        "join": {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions",
+                 "joiner": {"select": {"region": "coalesce(right.region, 'UNKNOWN')", "clicks": "left.clicks",
+                                       "page": "left.page"}}},
+        "output": {"topic": f"avro-enriched{suffix}", "value_format": "avro"},
+        "aggregate": {"group_by": {"expr": "value.region"}, "reduce": "sum", "value": {"expr": "value.clicks"},
+                      "output": {"topic": f"avro-per-region{suffix}", "value_format": "long"}},
+        "dead_letter_topic": f"avro-dlq{suffix}",
+        "trigger": {"max_offsets_per_trigger": 12},
+    }, "avro test")  # fmt: skip
+
+
+def _reference_functions() -> dict[str, Any]:
+    return {
+        "joiner": lambda key, left, right: {
+            "region": right["region"] if right else "UNKNOWN", "clicks": left["clicks"], "page": left["page"]
+        },
+        "group_by": lambda key, value: value["region"],
+        "value": lambda key, value: value["clicks"],
+    }
+
+
+@dataclass
+class Run:
+    spec: PipelineSpec
+    registry: SchemaRegistry
+    bootstrap: str
+    base: int
+    #: what was produced: (topic, key, value bytes, ts) in order
+    produced: list[tuple[str, str, bytes | None, int]]
+    ids: dict[str, int]
+
+    def writer(self, schema_id: int) -> str:
+        from streamjoin.kafka.schema_registry import registry_config, writer_schema
+
+        return writer_schema(registry_config("schema_registry_default"), schema_id)
+
+
+@pytest.fixture(scope="module")
+def avro_run(spark, kafka_broker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """The registry (started here, stopped after the module), the topics, the records, and one available-now
+    run of the streaming job over them."""
+    from confluent_kafka.schema_registry import Schema
+
+    from streamjoin.kafka import schema_registry
+    from streamjoin.spark.job import JobSettings, run_stream
+
+    registry = SchemaRegistry(tmp_path_factory.mktemp("registry"), PORT)
+    registry.start(timeout=90)
+    conn = {"conn_type": "http", "host": "127.0.0.1", "port": PORT, "schema": "apis/ccompat/v6"}
+    before = os.environ.get("AIRFLOW_CONN_SCHEMA_REGISTRY_DEFAULT")
+    os.environ["AIRFLOW_CONN_SCHEMA_REGISTRY_DEFAULT"] = json.dumps(conn)
+    schema_registry.registry_config.cache_clear()
+    try:
+        suffix = "-" + uuid.uuid4().hex[:8]
+        spec = _spec(suffix)
+        bootstrap = kafka_broker.bootstrap
+        ensure_topics({"bootstrap.servers": bootstrap}, plan_topics(spec))
+        client = schema_registry.client(schema_registry.registry_config("schema_registry_default"))
+        clicks, regions = spec.left.topic, spec.right.topic
+        ids = {"region": client.register_schema(f"{regions}-value", Schema(json.dumps(REGION), "AVRO")),
+               "v1": client.register_schema(f"{clicks}-value", Schema(json.dumps(CLICK_V1), "AVRO"))}  # fmt: skip
+        base = int(time.time() * 1000) - 3_600_000
+        users = ["ann", "bob", "cid", "dan", "eve"]
+        produced: list[tuple[str, str, bytes | None, int]] = []
+        ts = base
+        for i, user in enumerate(users[:4]):
+            ts += 10
+            produced.append((regions, user, encode_wire({"region": ["europe", "asia"][i % 2]}, ids["region"],
+                                                        json.dumps(REGION)), ts))  # fmt: skip
+        for i in range(14):  # v1 clicks: eve has no region (UNKNOWN)
+            ts += 10
+            produced.append((clicks, users[i % 5], encode_wire({"clicks": i + 1}, ids["v1"], json.dumps(CLICK_V1)), ts))
+        # mid-stream: the producer moves to v2 (a field with a default); v1 records keep coming too
+        ids["v2"] = client.register_schema(f"{clicks}-value", Schema(json.dumps(CLICK_V2), "AVRO"))
+        ts += 10
+        produced.append((regions, "bob", encode_wire({"region": "americas"}, ids["region"], json.dumps(REGION)), ts))
+        ts += 10
+        produced.append((regions, "cid", None, ts))  # cid's region deleted
+        for i in range(14, 30):
+            ts += 10
+            if i % 3:
+                value = encode_wire({"clicks": i + 1, "page": f"p{i}"}, ids["v2"], json.dumps(CLICK_V2))
+            else:
+                value = encode_wire({"clicks": i + 1}, ids["v1"], json.dumps(CLICK_V1))
+            produced.append((clicks, users[i % 5], value, ts))
+        ts += 10
+        unknown = wire_header(UNKNOWN_ID) + (encode_wire({"clicks": 5}, ids["v1"], json.dumps(CLICK_V1)) or b"")[5:]
+        produced.append((clicks, "ann", unknown, ts))
+        ts += 10
+        produced.append((clicks, "bob", wire_header(ids["v2"]) + b"\xff\xff", ts))  # a truncated varint
+        produce_records(bootstrap, [(t, k.encode(), v, stamp, []) for t, k, v, stamp in produced])
+        settings = JobSettings(bootstrap=bootstrap, checkpoint_dir=str(tmp_path_factory.mktemp("ck")),
+                               available_now=True, home=str(tmp_path_factory.mktemp("home")))  # fmt: skip
+        run_stream(spark, spec, settings)
+        yield Run(spec, registry, bootstrap, base, produced, ids)
+    finally:
+        if before is None:
+            os.environ.pop("AIRFLOW_CONN_SCHEMA_REGISTRY_DEFAULT", None)
+        else:
+            os.environ["AIRFLOW_CONN_SCHEMA_REGISTRY_DEFAULT"] = before
+        schema_registry.registry_config.cache_clear()
+        registry.stop()
+
+
+def _per_key(rows: list[tuple[str, Any, Any, int]]) -> dict[tuple[str, Any], list[tuple[Any, int]]]:
+    grouped: dict[tuple[str, Any], list[tuple[Any, int]]] = defaultdict(list)
+    for topic, key, value, ts in rows:
+        grouped[(topic, key)].append((value, ts))
+    return dict(grouped)
+
+
+def _reference(run: Run) -> list[Emitted]:
+    """The reference engine over the records that decode (read as the job reads them: v2 is the reader)."""
+    records = []
+    for offset, (topic, key, data, ts) in enumerate(run.produced):
+        if data is not None and int.from_bytes(data[1:5], "big") == UNKNOWN_ID:
+            continue
+        try:
+            value = decode_wire(data, run.writer, json.dumps(CLICK_V2) if topic == run.spec.left.topic else None)
+        except Exception:  # the truncated payload: fastavro cannot read it either
+            continue
+        records.append(Record(topic, key, value, ts - run.base, 0, offset))
+    return ReferenceEngine(run.spec, _reference_functions()).replay_batch(records)
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_seed_join_on_avro_topics_matches_the_reference_per_key(avro_run: Run) -> None:
+    run, spec = avro_run, avro_run.spec
+    assert spec.output.topic is not None and spec.aggregate is not None and spec.aggregate.output.topic is not None
+    got: list[tuple[str, Any, Any, int]] = []
+    ids = set()
+    for record in consume_all(run.bootstrap, spec.output.topic, timeout=30):
+        ids.add(int.from_bytes(record.value[1:5], "big"))
+        value = decode_wire(record.value, run.writer)
+        got.append((spec.output.topic, record.key.decode(), value, int(dict(record.headers)["ts"]) - run.base))
+    totals = spec.aggregate.output.topic
+    for record in consume_all(run.bootstrap, totals, timeout=30):
+        value = decode(record.value, Format.LONG)
+        got.append((totals, record.key.decode(), value, int(dict(record.headers)["ts"]) - run.base))
+    expected = [(e.topic, e.key, e.value, e.ts) for e in _reference(run) if e.topic != spec.dead_letter_topic]
+    assert len([e for e in expected if e[0] == spec.output.topic]) == 30  # every click that decodes
+    assert _per_key(got) == _per_key(expected)
+    # the output's values carry one schema id: the record derived from the select, registered under
+    # <topic>-value, named after the topic
+    (output_id,) = ids
+    schema = json.loads(run.writer(output_id))
+    assert schema["name"] == spec.output.topic.replace("-", "_") and schema["namespace"] == "streamjoin"
+    assert [f["name"] for f in schema["fields"]] == ["region", "clicks", "page"]
+    from streamjoin.kafka.schema_registry import registry_config, subject_ids
+
+    assert subject_ids(registry_config("schema_registry_default"), f"{spec.output.topic}-value") == [output_id]
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_records_of_both_schema_versions_are_read_without_loss(avro_run: Run) -> None:
+    """v1's clicks written before and after v2 was registered get v2's default; v2's keep their page."""
+    run, spec = avro_run, avro_run.spec
+    assert spec.output.topic is not None
+    pages = defaultdict(list)
+    for record in consume_all(run.bootstrap, spec.output.topic, timeout=30):
+        value = decode_wire(record.value, run.writer)
+        pages[value["page"] == "home"].append(value["clicks"])
+    v1_clicks = [i + 1 for i in range(30) if i < 14 or i % 3 == 0]
+    assert sorted(pages[True]) == v1_clicks
+    assert sorted(pages[False]) == sorted(set(range(1, 31)) - set(v1_clicks))
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_unknown_schema_id_and_undecodable_payload_are_dead_letters_with_reasons(avro_run: Run) -> None:
+    run, spec = avro_run, avro_run.spec
+    dead = consume_all(run.bootstrap, spec.dead_letter_topic, timeout=30)
+    reasons = {r.value: dict(r.headers)["reason"].decode() for r in dead}
+    unknown, truncated = run.produced[-2][2], run.produced[-1][2]
+    assert set(reasons) == {unknown, truncated}  # the original bytes, nothing else
+    subject = f"{spec.left.topic}-value"
+    ids = [run.ids["v1"], run.ids["v2"]]
+    assert reasons[unknown] == (
+        f"undecodable-value: schema id {UNKNOWN_ID} is not a version of subject {subject!r} (its ids: {ids})"
+    )
+    assert reasons[truncated] == (
+        f"undecodable-value: the bytes do not decode as Avro with schema id {run.ids['v2']} of subject "
+        f"{subject!r} (malformed or truncated payload)"
+    )
+    for record in dead:
+        assert dict(record.headers)["source_topic"].decode() == spec.left.topic
