@@ -194,7 +194,9 @@ def _check_avro_schema(schema: dict[str, Any] | str) -> None:
         parsed = json.loads(schema) if isinstance(schema, str) else schema
         fastavro.parse_schema(parsed)
     except (ValueError, TypeError, KeyError, fastavro.schema.SchemaParseException) as exc:
-        raise ValueError(f"reader_schema is not a valid Avro schema: {exc}") from None
+        raise ValueError(f"reader_schema is not a valid Avro schema: {type(exc).__name__}: {exc}") from None
+    if not isinstance(parsed, dict) or parsed.get("type") != "record" or not isinstance(parsed.get("fields"), list):
+        raise ValueError("reader_schema must be an Avro record with 'fields' (the joiner addresses its fields)")
 
 
 class Versioned(_Model):

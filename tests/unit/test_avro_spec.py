@@ -1,0 +1,120 @@
+"""Avro in the spec (formats, registry, subject naming, reader schema) and the Avro schema an output's Spark type
+gets: errors name the field and the value; no registry, no JVM."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import fastavro
+import pytest
+from pyspark.sql import types as T
+
+from streamjoin.core.avro import decode_wire, encode_wire, split_wire
+from streamjoin.core.errors import SpecError
+from streamjoin.core.spec import SubjectNameStrategy, parse_spec, spec_problems
+from streamjoin.spark.serde import avro_schema, avro_spark_type
+
+CLICK = {"type": "record", "name": "Click", "namespace": "demo", "fields": [{"name": "clicks", "type": "long"}]}
+
+
+def _spec(clicks_value: dict[str, Any], output: dict[str, Any] | None = None, **join: Any) -> dict[str, Any]:
+    return {
+        "name": "p",
+        "inputs": {
+            "clicks": {"topic": "clicks", "role": "stream", "value": clicks_value},
+            "regions": {"topic": "regions", "role": "table", "value": {"format": "avro"}},
+        },
+        "join": {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions", **join},
+        "output": output or {"topic": "enriched", "value_format": "avro"},
+        "dead_letter_topic": "p-dlq",
+    }
+
+
+def test_avro_values_default_to_topic_subjects_and_the_default_registry() -> None:
+    spec = parse_spec(_spec({"format": "avro"}))
+    assert spec.left.value.subject("clicks") == "clicks-value"
+    assert spec.left.value.registry_conn_id == "schema_registry_default"
+    assert spec.output.subject == "enriched-value" and spec.output.record_name == "streamjoin.enriched"
+    assert spec.output.compatibility.value == "BACKWARD"
+
+
+def test_record_strategies_name_the_subject_after_the_record() -> None:
+    by_reader = {"format": "avro", "subject_name_strategy": "topic_record_name", "reader_schema": CLICK}
+    spec = parse_spec(_spec(by_reader))
+    assert spec.left.value.subject("clicks") == "clicks-demo.Click"
+    named = {"format": "avro", "subject_name_strategy": "record_name", "record_name": "demo.Click"}
+    assert parse_spec(_spec(named)).left.value.subject("clicks") == "demo.Click"
+    output = {"topic": "2-enriched.v1", "value_format": "avro", "subject_name_strategy": "record_name"}
+    sink = parse_spec(_spec({"format": "avro"}, output)).output
+    assert sink.record_name == "streamjoin._2_enriched_v1" and sink.subject == "streamjoin._2_enriched_v1"
+    assert SubjectNameStrategy("topic_name").value == "topic_name"
+
+
+@pytest.mark.parametrize(
+    ("value", "path", "bad", "expected"),
+    [
+        ({"format": "avro", "subject_name_strategy": "record_name"}, "inputs.clicks.value", None,
+         "needs 'record_name'"),
+        ({"format": "avro", "reader_schema": {"type": "record", "name": "X", "fields": [{"name": "a", "type": "no"}]}},
+         "inputs.clicks.value", None, "reader_schema is not a valid Avro schema: UnknownType: no"),
+        ({"format": "avro", "reader_schema": {"type": "record", "name": "X"}}, "inputs.clicks.value", None,
+         "reader_schema must be an Avro record with 'fields'"),
+        ({"format": "avro", "record_name": "no-dashes"}, "inputs.clicks.value", None, "not an Avro full name"),
+        ({"format": "string", "registry": "sr"}, "inputs.clicks.value", None, "'registry' is only for format 'avro'"),
+        ({"format": "avro", "subject_name_strategy": "by_magic"}, "inputs.clicks.value.subject_name_strategy",
+         "by_magic", "'topic_name', 'record_name' or 'topic_record_name'"),
+    ],
+)  # fmt: skip
+def test_bad_avro_serdes_name_the_field_and_value(value: dict[str, Any], path: str, bad: Any, expected: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_spec(_spec(value), "avro.yaml")
+    assert caught.value.path == path
+    assert caught.value.value == (bad if bad is not None else value)
+    assert expected in str(caught.value)
+
+
+def test_rules_across_fields_for_avro() -> None:
+    scalar = _spec({"format": "avro"}, joiner={"select": "left.clicks"})
+    (problem,) = spec_problems(scalar)
+    assert (problem.path, problem.value) == ("output.value_format", "avro")
+    assert "derived from a joiner that builds a struct" in str(problem)
+    keyed = _spec({"format": "avro"})
+    keyed["inputs"]["clicks"]["key"] = {"format": "avro"}
+    keyed["inputs"]["regions"]["key"] = {"format": "avro"}
+    paths = {(p.path, p.value) for p in spec_problems(keyed)}
+    assert paths == {("inputs.clicks.key.format", "avro"), ("inputs.regions.key.format", "avro")}
+    no_topic = _spec({"format": "avro"}, {"value_format": "avro", "files": {"path": "out"}})
+    (problem,) = spec_problems(no_topic)
+    assert problem.path == "output" and "needs a 'topic'" in str(problem)
+
+
+def test_an_outputs_spark_type_becomes_a_record_named_after_the_topic() -> None:
+    value = T.StructType([
+        T.StructField("region", T.StringType(), False),
+        T.StructField("clicks", T.LongType()),
+        T.StructField("right", T.StructType([T.StructField("region", T.StringType())])),
+        T.StructField("tags", T.ArrayType(T.StringType(), False)),
+        T.StructField("day", T.DateType()),
+    ])  # fmt: skip
+    schema = avro_schema(value, "streamjoin.enriched")
+    assert schema["name"] == "enriched" and schema["namespace"] == "streamjoin"
+    fields = {f["name"]: f for f in schema["fields"]}
+    assert fields["region"] == {"name": "region", "type": "string"}
+    assert fields["clicks"] == {"name": "clicks", "type": ["null", "long"], "default": None}
+    assert fields["right"]["type"][1]["name"] == "enriched_right"
+    assert fields["tags"]["type"][1] == {"type": "array", "items": "string"}
+    assert fields["day"]["type"][1] == {"type": "int", "logicalType": "date"}
+    parsed = fastavro.parse_schema(schema)  # a valid Avro schema
+    record = {"region": "eu", "clicks": None, "right": {"region": None}, "tags": ["a"], "day": None}
+    data = encode_wire(record, 7, json.dumps(schema))
+    assert data is not None and split_wire(data)[0] == 7
+    assert decode_wire(data, lambda _: json.dumps(schema)) == record
+    # and back: the Spark type from_avro decodes it to (every field nullable)
+    assert avro_spark_type(schema)["right"].dataType == T.StructType([T.StructField("region", T.StringType())])
+    assert parsed["name"] == "streamjoin.enriched"
+
+
+def test_bytes_that_are_not_the_wire_format_are_refused_naming_them() -> None:
+    with pytest.raises(ValueError, match=r"magic byte 0.*: 7b22"):
+        split_wire(b'{"clicks": 1}')
