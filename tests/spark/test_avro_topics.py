@@ -238,3 +238,22 @@ def test_unknown_schema_id_and_undecodable_payload_are_dead_letters_with_reasons
     )
     for record in dead:
         assert dict(record.headers)["source_topic"].decode() == spec.left.topic
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_an_output_schema_the_registry_refuses_is_a_terminal_error_naming_subject_and_version(avro_run: Run) -> None:
+    """The output's subject holds the job's record; a select whose clicks became text is not BACKWARD
+    compatible with it (the registry's check, as at a redeploy's first batch)."""
+    from pyspark.sql import types as T
+
+    from streamjoin.core.errors import SchemaRegistrationError
+    from streamjoin.spark.serde import avro_output
+
+    sink = avro_run.spec.output
+    changed = T.StructType([T.StructField("region", T.StringType(), False), T.StructField("clicks", T.StringType())])
+    with pytest.raises(SchemaRegistrationError) as caught:
+        avro_output(sink, changed)
+    error = caught.value
+    assert (error.subject, error.version, error.transient) == (f"{sink.topic}-value", 1, False)
+    assert "Incompatible" in error.message and "'clicks'" in str(error)
