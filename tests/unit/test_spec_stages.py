@@ -152,3 +152,25 @@ def test_the_last_stage_has_no_output_of_its_own_and_stage_names_are_unique() ->
             {"shape": "stream-table", "kind": "left", "right": "products"},
         ]
     ) == [("joins[0].name", "regions")]
+
+
+def test_the_kernel_refuses_a_chain_or_a_self_join_at_plan_time() -> None:
+    from streamjoin.core.join_plan import JoinPlan, ReferenceOnlyError
+
+    chain = parse_spec(
+        _spec(
+            [
+                {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions"},
+                {"shape": "stream-table", "kind": "inner", "right": "products"},
+            ]
+        )
+    )
+    with pytest.raises(ReferenceOnlyError, match=r"chained joins run in the reference engine only for now: stage 2 "
+                       r"\(joins\[1\]: stream-table inner of stage1 with products\)") as caught:  # fmt: skip
+        JoinPlan.of(chain)
+    assert not caught.value.transient
+    self_join = {"shape": "stream-stream", "kind": "inner", "left": "clicks", "right": "clicks", "window": WINDOW}
+    with pytest.raises(ReferenceOnlyError, match="self-joins run in the reference engine only for now: input 'clicks'"):
+        JoinPlan.of(parse_spec(_spec(join=self_join)))
+    one = {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions"}
+    assert JoinPlan.of(parse_spec(_spec(join=one))).shape == "stream-table"

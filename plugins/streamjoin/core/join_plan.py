@@ -53,6 +53,36 @@ class UnknownShapeError(StreamJoinError):
         )
 
 
+class ReferenceOnlyError(StreamJoinError):
+    """A spec the kernel does not run yet: several join stages (``joins:``) or a stream-stream self-join (one input
+    on both sides). Terminal: the job refuses it at its start rather than run it wrong (issue 38)."""
+
+    def __init__(self, pipeline: str, what: str) -> None:
+        self.pipeline, self.what = pipeline, what
+        super().__init__(
+            f"pipeline {pipeline}: {what}; the kernel runs one join of two inputs: check the spec with `streamjoin "
+            "replay` (the reference engine), or split it into pipelines of one join each until the kernel runs it"
+        )
+
+
+def refusal(spec: PipelineSpec) -> ReferenceOnlyError | None:
+    """Why the kernel cannot run ``spec`` yet (None: it can)."""
+    if spec.chained:
+        later = spec.stages[1]
+        return ReferenceOnlyError(
+            spec.name,
+            f"chained joins run in the reference engine only for now: stage 2 ({spec.stage_path(1)}: "
+            f"{later.shape.value} {later.kind.value} of {later.left} with {later.right}) joins the result of stage 1",
+        )
+    if spec.join.left == spec.join.right:
+        return ReferenceOnlyError(
+            spec.name,
+            f"self-joins run in the reference engine only for now: input {spec.join.left!r} is on both sides of "
+            f"{spec.stage_path(0)}",
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class JoinPlan:
     """A pipeline's join as the kernel runs it (see the module docstring); :meth:`to_json` is what crosses."""
@@ -85,7 +115,11 @@ class JoinPlan:
         """The plan of ``spec``'s join and aggregate.
 
         :raises UnknownShapeError: the spec's shape is not in :data:`KERNEL_SHAPES`.
+        :raises ReferenceOnlyError: several join stages, or a self-join.
         """
+        refused = refusal(spec)
+        if refused is not None:
+            raise refused
         join = spec.join
         join_stores = KERNEL_SHAPES.get(join.shape)
         if join_stores is None:

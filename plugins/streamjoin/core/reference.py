@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from streamjoin.core.codec import output_value
@@ -27,8 +28,20 @@ from streamjoin.core.ordering import processing_order
 from streamjoin.core.records import Emitted, Record
 from streamjoin.core.semantics import aggregate, foreign_key, stream_stream, stream_table, table_table
 from streamjoin.core.semantics.common import Result, Side, Step
+from streamjoin.core.semantics.foreign_key import ForeignKeyState
 from streamjoin.core.shapes import traits
-from streamjoin.core.spec import Input, Joiner, Kind, PipelineSpec, Projection, Reduce, Role, Shape, import_function
+from streamjoin.core.spec import (
+    Input,
+    Join,
+    Joiner,
+    Kind,
+    PipelineSpec,
+    Projection,
+    Reduce,
+    Role,
+    Shape,
+    import_function,
+)
 
 JOIN_TOPIC = "<join>"
 AGGREGATE_TOPIC = "<aggregate>"
@@ -38,27 +51,80 @@ def default_joiner(key: Any, left: Any, right: Any) -> dict[str, Any]:
     return {"left": left, "right": right}
 
 
-def _history(inp: Input) -> int | None:
-    """A versioned input's history retention (ms), or None for a plain table."""
-    return inp.versioned.history_retention if inp.versioned is not None else None
+def _history(inp: Input | None) -> int | None:
+    """A versioned input's history retention (ms), or None for a plain table (or a stage's result)."""
+    return inp.versioned.history_retention if inp is not None and inp.versioned is not None else None
+
+
+@dataclass
+class Stage:
+    """One join stage of the engine: its join, resolved projections and state (per task where the shape has
+    tasks). Stage 0 joins two inputs; stage ``i > 0`` takes stage ``i - 1``'s results as its left records."""
+
+    index: int
+    join: Join
+    #: where the spec writes it (``join`` or ``joins[i]``): projection errors name it
+    path: str
+    joiner: Callable[..., Any]
+    key_selector: Callable[..., Any] | None
+    foreign_key: Callable[..., Any] | None
+    #: the left input (stage 0), else None: the previous stage's results; and the right input
+    left_input: Input | None
+    right_input: Input
+    #: the topic its results carry when they feed the next stage (its dead letters' ``source_topic``)
+    topic: str
+    #: per task: the max ts of the records this stage processed (Kafka: each join's own time tracker)
+    stream_time: dict[int, int] = field(default_factory=dict)
+    tasks: dict[int, Any] = field(default_factory=dict)
+    global_table: stream_table.TableState = field(default_factory=stream_table.TableState)
+    fk: ForeignKeyState | None = None
+
+    @property
+    def shape(self) -> Shape:
+        return self.join.shape
+
+    @property
+    def kind(self) -> Kind:
+        return self.join.kind
+
+    def keeps(self, side: Side, role: Role) -> bool:
+        """Whether a stream record of this side is joined with null when its join key is null (KIP-962):
+        the left side of a left or outer join, the right side of a stream-stream outer join. For a
+        stream-globaltable join the join key is the lookup key (``key_selector``'s, else the stream key)."""
+        if role is not Role.STREAM or not traits(self.shape).stream_result:
+            return False
+        if side is Side.LEFT:
+            return self.kind in (Kind.LEFT, Kind.OUTER)
+        return self.shape is Shape.STREAM_STREAM and self.kind is Kind.OUTER
 
 
 class ReferenceEngine:
     """Processes records of one pipeline exactly as the semantics say; see the module docstring.
 
+    A chained spec (``joins:``) runs its stages in order per record, as Kafka Streams' topology does: a
+    stage's results (their key, timestamp, and tombstones) are the next stage's left records, processed
+    depth first before the input record goes on to the next stage that reads it (an input read by several
+    stages, or by both sides of a stream-stream self-join, feeds them in stage order, left before right).
+    The attributes ``shape``, ``kind``, ``joiner``, ``key_selector``, ``foreign_key`` and the state are the
+    last stage's (the only one's for ``join:``); :attr:`stages` has them all.
+
     :param spec: the pipeline.
-    :param functions: optional callables overriding the spec's projections, by role or dotted path.
+    :param functions: optional callables overriding the spec's projections, by role or dotted path (by role:
+        every stage's).
+    :param trace: keep every stage's results with their joined values in :attr:`traced` (tests, the oracle).
     :raises SpecError: a projection is Spark SQL (no override given) or its function cannot be imported.
     """
 
-    def __init__(self, spec: PipelineSpec, functions: Mapping[str, Callable[..., Any]] | None = None) -> None:
+    def __init__(
+        self, spec: PipelineSpec, functions: Mapping[str, Callable[..., Any]] | None = None, *, trace: bool = False
+    ) -> None:
         self.spec = spec
+        self.trace = trace
         self._overrides = dict(functions or {})
-        join = spec.join
-        self.shape, self.kind = join.shape, join.kind
-        self.joiner = self._resolve_joiner(join.joiner)
-        self.key_selector = self._resolve("key_selector", "join.key_selector", join.key_selector)
-        self.foreign_key = self._resolve("foreign_key", "join.foreign_key", join.foreign_key)
+        self.stages = [self._stage(index, join) for index, join in enumerate(spec.stages)]
+        last = self.stages[-1]
+        self.shape, self.kind = last.shape, last.kind
+        self.joiner, self.key_selector, self.foreign_key = last.joiner, last.key_selector, last.foreign_key
         agg = spec.aggregate
         self.group_by = self._resolve("group_by", "aggregate.group_by", agg.group_by) if agg else None
         self.value_of = self._resolve("value", "aggregate.value", agg.value) if agg else None
@@ -66,19 +132,47 @@ class ReferenceEngine:
         self.output_topic = spec.output.topic or JOIN_TOPIC
         self.aggregate_topic = (agg.output.topic or AGGREGATE_TOPIC) if agg else None
         self.counters: dict[str, int] = {"records": 0, "emitted": 0, "late_dropped": 0, "dead_lettered": 0}
-        self._inputs: dict[str, tuple[Side, Role]] = {
-            spec.left.topic: (Side.LEFT, spec.left.role),
-            spec.right.topic: (Side.RIGHT, spec.right.role),
-        }
-        self.stream_time: dict[int, int] = {}
-        self._tasks: dict[int, Any] = {}
-        self._global = stream_table.TableState()
-        self._fk = foreign_key.ForeignKeyState(join.kind)
-        if join.shape is Shape.TABLE_TABLE_FK:
-            self._fk.left_versions.history_retention = _history(spec.left)
-            self._fk.right_versions.history_retention = _history(spec.right)
+        #: input topic -> the (stage, side, role) it feeds, in Kafka's order (stage order, left before right)
+        self._routes: dict[str, list[tuple[Stage, Side, Role]]] = {}
+        for stage in self.stages:
+            sides = [(Side.RIGHT, stage.right_input)] if stage.left_input is None else [
+                (Side.LEFT, stage.left_input), (Side.RIGHT, stage.right_input)]  # fmt: skip
+            for side, inp in sides:
+                self._routes.setdefault(inp.topic, []).append((stage, side, inp.role))
+        #: table inputs read by several table-table stage sides: one table per task, updated once per record
+        #: before any stage joins it (Kafka's source store), then each stage only joins (``table_table.joined``)
+        table_sides = [inp.topic for stage in self.stages if stage.shape is Shape.TABLE_TABLE
+                       for inp in (stage.left_input, stage.right_input) if inp is not None]  # fmt: skip
+        self._shared_tables = {topic for topic in table_sides if table_sides.count(topic) > 1}
+        self._side_tables: dict[tuple[str, int], table_table.SideTable] = {}
+        self._source_update: table_table.Applied | None = None
+        #: with ``trace``: per stage, its results in order, each with its joined value (None: a tombstone)
+        self.traced: list[list[tuple[Result, Any]]] = [[] for _ in self.stages]
+        # the last stage's state under the names tests and tools read
+        self.stream_time, self._tasks, self._global = last.stream_time, last.tasks, last.global_table
+        self._fk = last.fk if last.fk is not None else foreign_key.ForeignKeyState(last.kind)
         self._stream_agg = aggregate.StreamAggregateState()
         self._table_agg = aggregate.TableAggregateState()
+
+    def _stage(self, index: int, join: Join) -> Stage:
+        spec = self.spec
+        path = spec.stage_path(index)
+        stage = Stage(
+            index=index,
+            join=join,
+            path=path,
+            joiner=self._resolve_joiner(join.joiner, path),
+            key_selector=self._resolve("key_selector", f"{path}.key_selector", join.key_selector),
+            foreign_key=self._resolve("foreign_key", f"{path}.foreign_key", join.foreign_key),
+            left_input=spec.stage_input(index),
+            right_input=spec.inputs[join.right],
+            topic=f"<{join.name or 'join'}>",
+        )
+        if join.shape is Shape.TABLE_TABLE_FK:
+            stage.fk = foreign_key.ForeignKeyState(join.kind)
+            stage.fk.left_versions.history_retention = _history(stage.left_input)
+            stage.fk.right_versions.history_retention = _history(stage.right_input)
+        return stage
 
     # --- projections ----------------------------------------------------------------------------------
     def _sql_error(self, path: str, value: Any, role: str) -> SpecError:
@@ -96,21 +190,21 @@ class ReferenceEngine:
         return import_function(dotted, file=self.spec.name, where=path)
 
     def _resolve(self, role: str, path: str, projection: Projection | None) -> Callable[..., Any] | None:
-        if role in self._overrides:
-            return self._overrides[role]
         if projection is None:
             return None
+        if role in self._overrides:
+            return self._overrides[role]
         if projection.function is None:
             raise self._sql_error(f"{path}.expr", projection.expr, role)
         return self._function(role, f"{path}.function", projection.function)
 
-    def _resolve_joiner(self, joiner: Joiner) -> Callable[..., Any]:
+    def _resolve_joiner(self, joiner: Joiner, path: str = "join") -> Callable[..., Any]:
         if "joiner" in self._overrides:
             return self._overrides["joiner"]
         if joiner.select is not None:
-            raise self._sql_error("join.joiner.select", joiner.select, "joiner")
+            raise self._sql_error(f"{path}.joiner.select", joiner.select, "joiner")
         if joiner.function is not None:
-            return self._function("joiner", "join.joiner.function", joiner.function)
+            return self._function("joiner", f"{path}.joiner.function", joiner.function)
         return default_joiner
 
     # --- processing -----------------------------------------------------------------------------------
@@ -133,72 +227,82 @@ class ReferenceEngine:
         return self.replay(processing_order(numbered, self.spec))
 
     def process(self, record: Record) -> list[Emitted]:
-        """Process one record fully; returns what it emits, in order."""
-        if record.topic not in self._inputs:
+        """Process one record fully (through every stage it reaches); returns what it emits, in order."""
+        routes = self._routes.get(record.topic)
+        if routes is None:
             raise ValueError(f"record on topic {record.topic!r} is not an input of the join of {self.spec.name!r}")
         self.counters["records"] += 1
-        side, role = self._inputs[record.topic]
+        self._source_update = None
+        if record.topic in self._shared_tables and record.key is not None:
+            inp = self.spec.input_by_topic(record.topic)[1]
+            self._source_update = table_table.apply(self._side_table(inp, record.partition), record)
+            self.counters["late_dropped"] += self._source_update.late
+        out: list[Emitted] = []
+        dead: list[Emitted] = []
+        for stage, side, role in routes:
+            for row in self._feed(stage, record, side, role):
+                if row.topic == self.spec.dead_letter_topic and row in dead:
+                    self.counters["dead_lettered"] -= 1  # dropped by another stage or side too: one dead letter
+                    continue
+                if row.topic == self.spec.dead_letter_topic:
+                    dead.append(row)
+                out.append(row)
+        self.counters["emitted"] += sum(row.topic != self.spec.dead_letter_topic for row in out)
+        return out
+
+    def _feed(self, stage: Stage, record: Record, side: Side, role: Role) -> list[Emitted]:
+        """One record into one side of one stage: its dead letter, or what the stage and the stages after it emit."""
         lookup_key = record.key
-        selects = role is Role.STREAM and self.shape is Shape.STREAM_GLOBALTABLE and self.key_selector is not None
+        selects = role is Role.STREAM and stage.shape is Shape.STREAM_GLOBALTABLE and stage.key_selector is not None
         if selects and record.value is not None:
-            assert self.key_selector is not None
-            lookup_key = self.key_selector(record.key, record.value)
+            assert stage.key_selector is not None
+            lookup_key = stage.key_selector(record.key, record.value)
         # a null join key is dropped (dead letter) unless the record is on a side the join keeps (KIP-962)
-        if lookup_key is None and not self._outer_side(side, role):
+        if lookup_key is None and not stage.keeps(side, role):
             return self._dead_letter(record, "null-key")
         if role is Role.STREAM and record.value is None:
             return self._dead_letter(record, "null-value")
-        step = self._step(record, side, role, lookup_key)
+        step = self._step(stage, record, side, role, lookup_key)
         if step.late:
             self.counters["late_dropped"] += 1
         out: list[Emitted] = []
         for result in step.results:
-            out.extend(self._emit(result))
-        self.counters["emitted"] += len(out)
+            out.extend(self._emit(stage, result, record.partition))
         return out
 
-    def _outer_side(self, side: Side, role: Role) -> bool:
-        """Whether a stream record of this side is joined with null when its join key is null (KIP-962):
-        the left side of a left or outer join, the right side of a stream-stream outer join. For a
-        stream-globaltable join the join key is the lookup key (``key_selector``'s, else the stream key)."""
-        if role is not Role.STREAM or not traits(self.shape).stream_result:
-            return False
-        if side is Side.LEFT:
-            return self.kind in (Kind.LEFT, Kind.OUTER)
-        return self.shape is Shape.STREAM_STREAM and self.kind is Kind.OUTER
-
-    def _step(self, record: Record, side: Side, role: Role, lookup_key: Any) -> Step:
+    def _step(self, stage: Stage, record: Record, side: Side, role: Role, lookup_key: Any) -> Step:
         if role is Role.GLOBAL_TABLE:
-            self._global.apply(record.key, record.value, record.ts)
+            stage.global_table.apply(record.key, record.value, record.ts)
             return Step()
         task = record.partition
-        previous = self.stream_time.get(task)
-        now = self.stream_time[task] = record.ts if previous is None else max(previous, record.ts)
-        shape, kind, spec = self.shape, self.kind, self.spec
+        previous = stage.stream_time.get(task)
+        now = stage.stream_time[task] = record.ts if previous is None else max(previous, record.ts)
+        shape, kind, join = stage.shape, stage.kind, stage.join
         if shape is Shape.STREAM_GLOBALTABLE:
-            return stream_table.step_global_stream(kind, self._global, record, lookup_key)
+            return stream_table.step_global_stream(kind, stage.global_table, record, lookup_key)
         if shape is Shape.TABLE_TABLE_FK:
+            assert stage.fk is not None
             if side is Side.RIGHT:
-                return foreign_key.step_right(self._fk, record, now)
-            assert self.foreign_key is not None
-            fk = None if record.value is None else self.foreign_key(record.key, record.value)
-            return foreign_key.step_left(self._fk, record, now, fk)
-        state = self._tasks.get(task)
+                return foreign_key.step_right(stage.fk, record, now)
+            assert stage.foreign_key is not None
+            fk = None if record.value is None else stage.foreign_key(record.key, record.value)
+            return foreign_key.step_left(stage.fk, record, now, fk)
+        state = stage.tasks.get(task)
         if shape is Shape.STREAM_STREAM:
             if state is None:
-                window = spec.join.window
+                window = join.window
                 assert window is not None
-                state = stream_stream.StreamStreamState(window.before, window.after, spec.join.grace, kind)
-            self._tasks[task] = state
+                state = stream_stream.StreamStreamState(window.before, window.after, join.grace, kind)
+            stage.tasks[task] = state
             if record.key is None:
                 return stream_stream.step_null_key(state, record, side)
             return stream_stream.step(state, record, now, side)
         if shape is Shape.STREAM_TABLE:
             if state is None:
-                versioned = spec.right.versioned
+                versioned = stage.right_input.versioned
                 table = stream_table.TableState(versioned.history_retention if versioned else None)
-                state = stream_table.StreamTableState(kind, table, spec.join.grace)
-            self._tasks[task] = state
+                state = stream_table.StreamTableState(kind, table, join.grace)
+            stage.tasks[task] = state
             if side is Side.RIGHT:
                 return stream_table.step_table(state, record, now)
             if record.key is None:
@@ -206,12 +310,19 @@ class ReferenceEngine:
             return stream_table.step_stream(state, record, now)
         if state is None:
             state = table_table.TableTableState(
-                kind,
-                table_table.SideTable(_history(spec.left)),
-                table_table.SideTable(_history(spec.right)),
+                kind, self._side_table(stage.left_input, task), self._side_table(stage.right_input, task)
             )
-        self._tasks[task] = state
+        stage.tasks[task] = state
+        update = self._source_update
+        if update is not None and record.topic in self._shared_tables:
+            return table_table.joined(state, record, side, update.existed) if update.applied else Step()
         return table_table.step(state, record, now, side)
+
+    def _side_table(self, inp: Input | None, task: int) -> table_table.SideTable:
+        """A table-table side's table in ``task``: the one table of an input several stages read, else its own."""
+        if inp is None or inp.topic not in self._shared_tables:
+            return table_table.SideTable(_history(inp))
+        return self._side_tables.setdefault((inp.topic, task), table_table.SideTable(_history(inp)))
 
     # --- output ---------------------------------------------------------------------------------------
     def _dead_letter(self, record: Any, reason: str, source_topic: str | None = None) -> list[Emitted]:
@@ -219,8 +330,16 @@ class ReferenceEngine:
         headers = (("reason", reason), ("source_topic", source_topic or record.topic))
         return [Emitted(self.spec.dead_letter_topic, record.key, record.value, record.ts, headers)]
 
-    def _emit(self, result: Result) -> list[Emitted]:
-        value = None if result.tombstone else self.joiner(result.key, result.left, result.right)
+    def _emit(self, stage: Stage, result: Result, partition: int) -> list[Emitted]:
+        value = None if result.tombstone else stage.joiner(result.key, result.left, result.right)
+        if self.trace:
+            self.traced[stage.index].append((result, value))
+        if stage is not self.stages[-1]:
+            # the next stage's left record: the joined value as it is (no serde between stages, as in Kafka
+            # Streams' topology), the result's key, ts and task; a tombstone deletes its key there
+            following = self.stages[stage.index + 1]
+            role = Role.TABLE if traits(stage.shape).table_result else Role.STREAM
+            return self._feed(following, Record(stage.topic, result.key, value, result.ts, partition), Side.LEFT, role)
         value = output_value(value, self.spec.output.value_format)
         joined = Emitted(self.output_topic, result.key, value, result.ts)
         return [joined, *self._aggregate(joined)]

@@ -83,22 +83,48 @@ class TableTableState:
         return self.left if side is Side.LEFT else self.right
 
 
-def step(state: TableTableState, record: Record, stream_time: int, side: Side) -> Step:
-    """Apply one table update of ``side`` and emit the join result for its key, if any.
+@dataclass(frozen=True)
+class Applied:
+    """What a table update did to its side: ``applied`` (else refused as ``late``, or older than the key's latest
+    version), and whether the key had a value before (Kafka's ``Change.oldValue``)."""
 
-    :param stream_time: unused (table-table joins are not windowed); kept for a uniform step signature.
-    """
+    applied: bool
+    existed: bool = False
+    late: bool = False
+
+
+def apply(this: SideTable, record: Record) -> Applied:
+    """Apply one table update to its side's table (a delete for a null value)."""
     hkey = hashable(record.key)
-    this, other = state.side(side), state.side(side.other)
     if this.refuses(record.ts, record.partition):
-        return Step(late=True)
+        return Applied(False, late=True)
     if not this.accepts(hkey, record.ts):
-        return Step()
+        return Applied(False)
     existed = hkey in this.values
     if record.value is None:
         this.values.pop(hkey, None)
     else:
         this.values[hkey] = (record.value, record.ts)
+    return Applied(True, existed)
+
+
+def step(state: TableTableState, record: Record, stream_time: int, side: Side) -> Step:
+    """Apply one table update of ``side`` and emit the join result for its key, if any.
+
+    :param stream_time: unused (table-table joins are not windowed); kept for a uniform step signature.
+    """
+    applied = apply(state.side(side), record)
+    if not applied.applied:
+        return Step(late=applied.late)
+    return joined(state, record, side, applied.existed)
+
+
+def joined(state: TableTableState, record: Record, side: Side, existed: bool) -> Step:
+    """The join result of an update already applied to ``side``'s table (``existed``: its key had a value before).
+    A table read by several stages of a chain is one table, updated once before any stage joins (Kafka's source
+    store, updated before the source forwards the change to each join)."""
+    hkey = hashable(record.key)
+    other = state.side(side.other)
     deleted = record.value is None
     other_row = other.values.get(hkey)
     ts = max(record.ts, other_row[1]) if other_row is not None else record.ts

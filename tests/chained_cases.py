@@ -1,0 +1,576 @@
+"""Chained joins (issue 38) as cases: Kafka Streams' own multi-join tests, ported with their inputs and expected
+outputs, and a stream enrichment of two tables. Each case is a spec with ``joins:`` (or a stream-stream
+self-join), its records (file order, one task) and, where Kafka's test states it, the output it expects per
+input record. ``tests/unit/test_reference_chains.py`` checks the reference engine against those expected
+outputs; ``tests/oracle/test_chained_joins.py`` checks it against Kafka Streams 4.1.1 (``TopologyTestDriver``),
+record for record.
+
+Sources (apache/kafka, ``streams/src/test/java/org/apache/kafka/streams/integration/``):
+
+* ``AbstractJoinIntegrationTest.java``: the inputs ``inputWithoutOutOfOrderData`` and ``leftInput`` (every key
+  ``ANY_UNIQUE_KEY = 0L`` unless given; a Long key, a String value; ``null`` a null value), the joiner
+  ``value1 + "-" + value2`` (Java's string concatenation: a null side is ``"null"``), timestamps relative to the
+  test's base time (0 here);
+* ``StreamStreamJoinIntegrationTest.java``: ``testMultiInner`` (A join B join B, windows of 10 s and grace 24 h)
+  and ``testSelfJoin`` (``leftStream.join(leftStream)`` with ``topology.optimization=all``: KIP-862's self-join);
+* ``TableTableJoinIntegrationTest.java``: ``testInnerInner`` ... ``testOuterOuter`` (``leftTable.<kind>(rightTable)
+  .<kind>(rightTable)``), the expected lists of the record cache disabled (the duplicates there are KAFKA-6443:
+  the right table feeds both stages);
+* ``KTableKTableForeignKeyInnerJoinMultiIntegrationTest.java``: ``shouldInnerJoinMultiPartitionQueryable`` (table1
+  of Float values, foreign key ``Integer.toString((int) value)`` into table2, then foreign key ``10`` if the first
+  result contains ``value2=10`` else ``0`` into table3). Float-free here: table1's values are hundredths as longs
+  (streamjoin's value formats have no float), printed back as ``1.33``, so the expected result is Kafka's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamjoin.core.records import Record
+from streamjoin.core.spec import PipelineSpec, parse_spec
+
+KEY = 0  # ANY_UNIQUE_KEY
+WINDOW = {"before": "10s", "after": "10s"}
+GRACE = "24h"
+DASH = "chained_cases:dash"
+
+
+def dash(key: Any, left: Any, right: Any) -> str:
+    """Kafka's tests' joiner, ``value1 + "-" + value2``: a null side prints as ``null``."""
+    return f"{'null' if left is None else left}-{'null' if right is None else right}"
+
+
+@dataclass(frozen=True)
+class ChainCase:
+    """A spec, its records (file order, partition 0) and what Kafka's test expects per input record (None: the
+    test states no per-record output), or the final table it expects (``final``)."""
+
+    name: str
+    spec: PipelineSpec
+    records: tuple[Record, ...]
+    expected: tuple[tuple[tuple[Any, int], ...], ...] | None = None
+    final: dict[Any, Any] | None = None
+    source: str = ""
+    functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _spec(name: str, inputs: dict[str, Any], joins: list[dict[str, Any]], **extra: Any) -> PipelineSpec:
+    data = {"name": name, "inputs": inputs, "joins": joins, "output": {"topic": "out"}, "dead_letter_topic": "dlq",
+            **extra}  # fmt: skip
+    return parse_spec(data, name)
+
+
+def _records(rows: list[tuple[str, Any, Any, int]]) -> tuple[Record, ...]:
+    return tuple(Record(topic, key, value, ts) for topic, key, value, ts in rows)
+
+
+# AbstractJoinIntegrationTest.inputWithoutOutOfOrderData: (topic, key, value, ts)
+INPUT_WITHOUT_OUT_OF_ORDER = [
+    ("left", KEY, None, 1), ("right", KEY, None, 2), ("left", KEY, "A", 3), ("right", KEY, "a", 4),
+    ("left", KEY, "B", 5), ("right", KEY, "b", 6), ("left", KEY, None, 7), ("right", KEY, None, 8),
+    ("left", KEY, "C", 9), ("right", KEY, "c", 10), ("right", KEY, None, 11), ("left", KEY, None, 12),
+    ("right", KEY, None, 13), ("right", KEY, "d", 14), ("left", KEY, "D", 15), ("left", None, "E", 16),
+    ("right", None, "e", 17),
+]  # fmt: skip
+# AbstractJoinIntegrationTest.leftInput, each at ++eventTimestamp from the base time
+LEFT_INPUT = [("left", KEY, None, 1), ("left", KEY, "A", 2), ("left", KEY, "B", 3), ("left", KEY, None, 4),
+              ("left", KEY, "C", 5), ("left", KEY, None, 6), ("left", KEY, "D", 7)]  # fmt: skip
+
+
+def _long_inputs(role: str, *names: str) -> dict[str, Any]:
+    return {name: {"topic": name, "role": role, "key": {"format": "long"}} for name in names}
+
+
+def _stream_stage(left: str | None, right: str) -> dict[str, Any]:
+    stage = {"shape": "stream-stream", "kind": "inner", "right": right, "window": WINDOW, "grace": GRACE,
+             "joiner": {"function": DASH}}  # fmt: skip
+    return stage if left is None else {**stage, "left": left}
+
+
+def _expected(per_record: list[list[tuple[Any, int]] | None]) -> tuple[tuple[tuple[Any, int], ...], ...]:
+    return tuple(tuple(rows or ()) for rows in per_record)
+
+
+STREAM_STREAM_STREAM_INNER_INNER = ChainCase(
+    name="stream_stream_stream_inner_inner",
+    source="StreamStreamJoinIntegrationTest.testMultiInner",
+    spec=_spec(
+        "multi_inner",
+        _long_inputs("stream", "left", "right"),
+        [_stream_stage("left", "right"), _stream_stage(None, "right")],
+    ),
+    records=_records(INPUT_WITHOUT_OUT_OF_ORDER),
+    expected=_expected(
+        [
+            None,
+            None,
+            None,
+            [("A-a-a", 4)],
+            [("B-a-a", 5)],
+            [("A-b-a", 6), ("B-b-a", 6), ("A-a-b", 6), ("B-a-b", 6), ("A-b-b", 6), ("B-b-b", 6)],
+            None,
+            None,
+            [("C-a-a", 9), ("C-a-b", 9), ("C-b-a", 9), ("C-b-b", 9)],
+            [
+                ("A-c-a", 10),
+                ("A-c-b", 10),
+                ("B-c-a", 10),
+                ("B-c-b", 10),
+                ("C-c-a", 10),
+                ("C-c-b", 10),
+                ("A-a-c", 10),
+                ("B-a-c", 10),
+                ("A-b-c", 10),
+                ("B-b-c", 10),
+                ("C-a-c", 10),
+                ("C-b-c", 10),
+                ("A-c-c", 10),
+                ("B-c-c", 10),
+                ("C-c-c", 10),
+            ],
+            None,
+            None,
+            None,
+            [
+                ("A-d-a", 14),
+                ("A-d-b", 14),
+                ("A-d-c", 14),
+                ("B-d-a", 14),
+                ("B-d-b", 14),
+                ("B-d-c", 14),
+                ("C-d-a", 14),
+                ("C-d-b", 14),
+                ("C-d-c", 14),
+                ("A-a-d", 14),
+                ("B-a-d", 14),
+                ("A-b-d", 14),
+                ("B-b-d", 14),
+                ("C-a-d", 14),
+                ("C-b-d", 14),
+                ("A-c-d", 14),
+                ("B-c-d", 14),
+                ("C-c-d", 14),
+                ("A-d-d", 14),
+                ("B-d-d", 14),
+                ("C-d-d", 14),
+            ],
+            [
+                ("D-a-a", 15),
+                ("D-a-b", 15),
+                ("D-a-c", 15),
+                ("D-a-d", 15),
+                ("D-b-a", 15),
+                ("D-b-b", 15),
+                ("D-b-c", 15),
+                ("D-b-d", 15),
+                ("D-c-a", 15),
+                ("D-c-b", 15),
+                ("D-c-c", 15),
+                ("D-c-d", 15),
+                ("D-d-a", 15),
+                ("D-d-b", 15),
+                ("D-d-c", 15),
+                ("D-d-d", 15),
+            ],
+            None,
+            None,
+        ]
+    ),
+)
+
+STREAM_STREAM_SELF_JOIN_INNER = ChainCase(
+    name="stream_stream_self_join_inner",
+    source="StreamStreamJoinIntegrationTest.testSelfJoin",
+    spec=parse_spec(
+        {
+            "name": "self_join",
+            "inputs": _long_inputs("stream", "left"),
+            "output": {"topic": "out"},
+            "dead_letter_topic": "dlq",
+            "join": {
+                "shape": "stream-stream",
+                "kind": "inner",
+                "left": "left",
+                "right": "left",
+                "window": WINDOW,
+                "grace": GRACE,
+                "joiner": {"function": DASH},
+            },
+        }
+    ),
+    records=_records(LEFT_INPUT),
+    expected=_expected(
+        [
+            None,
+            [("A-A", 2)],
+            [("B-A", 3), ("A-B", 3), ("B-B", 3)],
+            None,
+            [("C-A", 5), ("C-B", 5), ("A-C", 5), ("B-C", 5), ("C-C", 5)],
+            None,
+            [("D-A", 7), ("D-B", 7), ("D-C", 7), ("A-D", 7), ("B-D", 7), ("C-D", 7), ("D-D", 7)],
+        ]
+    ),
+)
+
+_KIND = {"join": "inner", "leftJoin": "left", "outerJoin": "outer"}
+#: TableTableJoinIntegrationTest's multi-joins, cache disabled: test -> (first join, second join, expected per record)
+TABLE_MULTI_JOINS: dict[str, tuple[str, str, list[list[tuple[Any, int]] | None]]] = {
+    "testInnerInner": (
+        "join", "join",
+        [
+            None,
+            None,
+            None,
+            [("A-a-a", 4), ("A-a-a", 4)],
+            [("B-a-a", 5)],
+            [("B-b-b", 6), ("B-b-b", 6)],
+            [(None, 7)],
+            None,
+            None,
+            [("C-c-c", 10), ("C-c-c", 10)],
+            None,
+            None,
+            None,
+            None,
+            [("D-d-d", 15)],
+            None,
+            None,
+        ],
+    ),
+    "testInnerLeft": (
+        "join", "leftJoin",
+        [
+            None,
+            None,
+            None,
+            [("A-a-a", 4), ("A-a-a", 4)],
+            [("B-a-a", 5)],
+            [("B-b-b", 6), ("B-b-b", 6)],
+            [(None, 7)],
+            None,
+            None,
+            [("C-c-c", 10), ("C-c-c", 10)],
+            [(None, 11)],
+            None,
+            None,
+            None,
+            [("D-d-d", 15)],
+            None,
+            None,
+        ],
+    ),
+    "testInnerOuter": (
+        "join", "outerJoin",
+        [
+            None,
+            None,
+            None,
+            [("A-a-a", 4), ("A-a-a", 4)],
+            [("B-a-a", 5)],
+            [("B-b-b", 6), ("B-b-b", 6)],
+            [("null-b", 7)],
+            [(None, 8)],
+            None,
+            [("C-c-c", 10), ("C-c-c", 10)],
+            [(None, 11), (None, 11)],
+            None,
+            None,
+            [("null-d", 14)],
+            [("D-d-d", 15)],
+            None,
+            None,
+        ],
+    ),
+    "testLeftInner": (
+        "leftJoin", "join",
+        [
+            None,
+            None,
+            None,
+            [("A-a-a", 4), ("A-a-a", 4)],
+            [("B-a-a", 5)],
+            [("B-b-b", 6), ("B-b-b", 6)],
+            [(None, 7)],
+            None,
+            None,
+            [("C-c-c", 10), ("C-c-c", 10)],
+            [(None, 11)],
+            None,
+            None,
+            None,
+            [("D-d-d", 15)],
+            None,
+            None,
+        ],
+    ),
+    "testLeftLeft": (
+        "leftJoin", "leftJoin",
+        [
+            None,
+            None,
+            [("A-null-null", 3)],
+            [("A-a-a", 4), ("A-a-a", 4)],
+            [("B-a-a", 5)],
+            [("B-b-b", 6), ("B-b-b", 6)],
+            [(None, 7)],
+            None,
+            [("C-null-null", 9)],
+            [("C-c-c", 10), ("C-c-c", 10)],
+            [("C-null-null", 11), ("C-null-null", 11)],
+            [(None, 12)],
+            None,
+            None,
+            [("D-d-d", 15)],
+            None,
+            None,
+        ],
+    ),
+    "testLeftOuter": (
+        "leftJoin", "outerJoin",
+        [
+            None,
+            None,
+            [("A-null-null", 3)],
+            [("A-a-a", 4), ("A-a-a", 4)],
+            [("B-a-a", 5)],
+            [("B-b-b", 6), ("B-b-b", 6)],
+            [("null-b", 7)],
+            [(None, 8)],
+            [("C-null-null", 9)],
+            [("C-c-c", 10), ("C-c-c", 10)],
+            [("C-null-null", 11), ("C-null-null", 11)],
+            [(None, 12)],
+            None,
+            [("null-d", 14)],
+            [("D-d-d", 15)],
+            None,
+            None,
+        ],
+    ),
+    "testOuterInner": (
+        "outerJoin", "join",
+        [
+            None,
+            None,
+            None,
+            [("A-a-a", 4), ("A-a-a", 4)],
+            [("B-a-a", 5)],
+            [("B-b-b", 6), ("B-b-b", 6)],
+            [("null-b-b", 7)],
+            None,
+            None,
+            [("C-c-c", 10), ("C-c-c", 10)],
+            [(None, 11)],
+            None,
+            None,
+            [("null-d-d", 14), ("null-d-d", 14)],
+            [("D-d-d", 15)],
+            None,
+            None,
+        ],
+    ),
+    "testOuterLeft": (
+        "outerJoin", "leftJoin",
+        [
+            None,
+            None,
+            [("A-null-null", 3)],
+            [("A-a-a", 4), ("A-a-a", 4)],
+            [("B-a-a", 5)],
+            [("B-b-b", 6), ("B-b-b", 6)],
+            [("null-b-b", 7)],
+            [(None, 8)],
+            [("C-null-null", 9)],
+            [("C-c-c", 10), ("C-c-c", 10)],
+            [("C-null-null", 11), ("C-null-null", 11)],
+            [(None, 12)],
+            None,
+            [("null-d-d", 14), ("null-d-d", 14)],
+            [("D-d-d", 15)],
+            None,
+            None,
+        ],
+    ),
+    "testOuterOuter": (
+        "outerJoin", "outerJoin",
+        [
+            None,
+            None,
+            [("A-null-null", 3)],
+            [("A-a-a", 4), ("A-a-a", 4)],
+            [("B-a-a", 5)],
+            [("B-b-b", 6), ("B-b-b", 6)],
+            [("null-b-b", 7)],
+            [(None, 8), (None, 8)],
+            [("C-null-null", 9)],
+            [("C-c-c", 10), ("C-c-c", 10)],
+            [("C-null-null", 11), ("C-null-null", 11)],
+            [(None, 12)],
+            None,
+            [("null-d-d", 14), ("null-d-d", 14)],
+            [("D-d-d", 15)],
+            None,
+            None,
+        ],
+    ),
+}  # fmt: skip
+
+
+def _table_multi_join(test: str) -> ChainCase:
+    first, second, expected = TABLE_MULTI_JOINS[test]
+    name = f"table_table_table_{_KIND[first]}_{_KIND[second]}"
+    stage = {"shape": "table-table", "right": "right", "joiner": {"function": DASH}}
+    return ChainCase(
+        name=name,
+        source=f"TableTableJoinIntegrationTest.{test} (cacheEnabled=false)",
+        spec=_spec(
+            name,
+            _long_inputs("table", "left", "right"),
+            [{**stage, "kind": _KIND[first], "left": "left"}, {**stage, "kind": _KIND[second]}],
+        ),
+        records=_records(INPUT_WITHOUT_OUT_OF_ORDER),
+        expected=_expected(expected),
+    )
+
+
+TABLE_TABLE_TABLE = [_table_multi_join(test) for test in TABLE_MULTI_JOINS]
+
+
+def hundredths(value: int) -> str:
+    """A long of hundredths as Java prints the float it stands for (``133`` -> ``1.33``, ``-122`` -> ``-1.22``)."""
+    return f"{'-' if value < 0 else ''}{abs(value) // 100}.{abs(value) % 100:02d}"
+
+
+def fk_table2(key: Any, value: int) -> str:
+    """``Integer.toString((int) value.floatValue())``: truncated toward zero."""
+    return str(int(value / 100))
+
+
+def join_table2(key: Any, left: int, right: int) -> str:
+    return f"value1={hundredths(left)},value2={right}"
+
+
+def fk_table3(key: Any, value: str) -> int:
+    return 10 if "value2=10" in value else 0
+
+
+def join_table3(key: Any, left: str, right: str) -> str:
+    return f"{left},value3={right}"
+
+
+_FK = "chained_cases:"
+TABLE_FK_FK_INNER_INNER = ChainCase(
+    name="table_fk_fk_inner_inner",
+    source="KTableKTableForeignKeyInnerJoinMultiIntegrationTest.shouldInnerJoinMultiPartitionQueryable (float-free)",
+    spec=_spec(
+        "fk_chain",
+        {
+            "table1": {"topic": "table1", "role": "table", "key": {"format": "long"}, "value": {"format": "long"}},
+            "table2": {"topic": "table2", "role": "table", "value": {"format": "long"}},
+            "table3": {"topic": "table3", "role": "table", "key": {"format": "long"}},
+        },
+        [
+            {
+                "shape": "table-table-fk",
+                "kind": "inner",
+                "left": "table1",
+                "right": "table2",
+                "foreign_key": {"function": f"{_FK}fk_table2"},
+                "joiner": {"function": f"{_FK}join_table2"},
+            },
+            {
+                "shape": "table-table-fk",
+                "kind": "inner",
+                "right": "table3",
+                "foreign_key": {"function": f"{_FK}fk_table3"},
+                "joiner": {"function": f"{_FK}join_table3"},
+            },
+        ],
+    ),
+    records=_records(
+        [("table1", k, v, 1) for k, v in ((1, 133), (2, 222), (3, -122), (4, -222))]
+        + [("table2", str(k), k * 10, 2) for k in range(10)]
+        + [("table3", 10, "waffle", 3)]
+    ),
+    final={1: "value1=1.33,value2=10,value3=waffle"},
+)
+
+
+def click_with_region(key: Any, click: dict[str, Any], region: str | None) -> dict[str, Any]:
+    return {"product": click["product"], "amount": click["amount"], "region": region or "UNKNOWN"}
+
+
+def product_of(key: Any, value: dict[str, Any]) -> str:
+    return str(value["product"])
+
+
+def with_category(key: Any, click: dict[str, Any], category: str | None) -> dict[str, Any]:
+    return {**click, "category": category or "OTHER"}
+
+
+def region_and_category(key: Any, value: dict[str, Any]) -> str:
+    return f"{value['region']}/{value['category']}"
+
+
+def amount(key: Any, value: dict[str, Any]) -> int:
+    return int(value["amount"])
+
+
+def _click(user: str | None, product: str, n: int, ts: int) -> tuple[str, Any, Any, int]:
+    return ("clicks", user, {"product": product, "amount": n}, ts)
+
+
+ENRICHMENT_SPEC = _spec(
+    "clicks_enriched",
+    {
+        "clicks": {"topic": "clicks", "role": "stream", "value": {"format": "json",
+                   "schema": {"product": "string", "amount": "long"}}},
+        "regions": {"topic": "regions", "role": "table"},
+        "products": {"topic": "products", "role": "global_table"},
+    },
+    [
+        {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions",
+         "joiner": {"function": f"{_FK}click_with_region"}, "output": {"topic": "clicks-with-region"}},
+        {"shape": "stream-globaltable", "kind": "left", "right": "products",
+         "key_selector": {"function": f"{_FK}product_of"}, "joiner": {"function": f"{_FK}with_category"}},
+    ],
+    aggregate={"group_by": {"function": f"{_FK}region_and_category"}, "reduce": "sum",
+               "value": {"function": f"{_FK}amount"}, "output": {"topic": "per-region-category",
+                                                                  "value_format": "long"}},
+)  # fmt: skip
+
+CLICKS_REGIONS_PRODUCTS = ChainCase(
+    name="clicks_regions_products_sum",
+    source="streamjoin's own: clicks left-join user regions (table), left-join products (global table, by the "
+    "click's product), summed per region and category",
+    spec=ENRICHMENT_SPEC,
+    records=_records(
+        [
+            ("products", "p1", "books", 0),
+            ("products", "p2", "games", 0),
+            ("regions", "alice", "eu", 1),
+            _click("alice", "p1", 3, 2),
+            _click("bob", "p2", 5, 3),
+            ("regions", "bob", "us", 4),
+            _click("bob", "p2", 7, 5),
+            _click("alice", "p3", 1, 6),
+            ("regions", "alice", "asia", 7),
+            _click("alice", "p2", 2, 8),
+            ("regions", "alice", None, 9),
+            _click("alice", "p1", 4, 10),
+            _click(None, "p1", 9, 11),
+            ("products", "p1", None, 12),
+            _click("bob", "p1", 6, 13),
+            ("clicks", "bob", None, 14),
+        ]
+    ),
+)
+
+#: every case the oracle runs (the self-join twice there: with and without topology optimization)
+CASES = [STREAM_STREAM_STREAM_INNER_INNER, STREAM_STREAM_SELF_JOIN_INNER, *TABLE_TABLE_TABLE, TABLE_FK_FK_INNER_INNER,
+         CLICKS_REGIONS_PRODUCTS]  # fmt: skip
