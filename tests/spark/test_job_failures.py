@@ -196,14 +196,15 @@ def test_a_transient_kernel_failure_in_a_write_task_is_transient(
     assert failure.message.startswith("dev.streamjoin.kernel.TransientKernelException: test fault"), failure.message
 
 
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at_least_once", "exactly_once"])
 def test_a_record_larger_than_its_output_topic_takes_is_terminal_naming_the_topic(
-    spark: Any, kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: Any, kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exactly_once: bool
 ) -> None:
-    """At-least-once delivery: the output topic takes record batches of at most 2 KiB (``max.message.bytes``) and
-    a view carries 8 KiB of random text, which its join result keeps. The broker refuses the write task's
-    record (Kafka's RecordTooLargeException, which no retry cures): the job exits terminal, naming the topic and
-    the setting to raise, and batch 0 stays uncommitted."""
-    spec, path = _spec(tmp_path)
+    """The output topic takes record batches of at most 2 KiB (``max.message.bytes``) and a view carries 8 KiB of
+    random text, which its join result keeps. The broker refuses the write task's record (Kafka's
+    RecordTooLargeException, which no retry cures; in a transaction the commit fails with it): the job exits
+    terminal, naming the topic and the setting to raise, and batch 0 stays uncommitted."""
+    spec, path = _spec(tmp_path, exactly_once=exactly_once)
     output = spec.output.topic
     plan = plan_topics(spec)
     small = tuple(

@@ -1,5 +1,10 @@
 package dev.streamjoin.kernel;
 
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.common.InvalidRecordException;
 import org.apache.kafka.common.errors.AuthenticationException;
 import org.apache.kafka.common.errors.AuthorizationException;
@@ -15,11 +20,46 @@ import org.apache.kafka.common.errors.RecordTooLargeException;
  * {@code RetriableException}s (timeouts, a lost connection, a topic or leader not known yet: Kafka counts
  * {@code UnknownTopicOrPartitionException} as retriable, so is it here), and every error not known to be
  * permanent.
+ *
+ * <p>An instance follows one task's sends: a callback per topic keeps the first failed send and its topic.
  */
 final class KafkaSendFailures {
     private static final int MAX_DEPTH = 8;
 
-    private KafkaSendFailures() {}
+    /** A failed send and its record's topic. */
+    private record Failure(String topic, Exception error) {}
+
+    private final AtomicReference<Failure> first = new AtomicReference<>();
+    private final Map<String, Callback> callbacks = new HashMap<>();
+
+    /** The callback of a send to {@code topic} (called by the task's thread only). */
+    Callback callback(String topic) {
+        return callbacks.computeIfAbsent(topic, t -> (metadata, error) -> {
+            if (error != null) {
+                first.compareAndSet(null, new Failure(t, error));
+            }
+        });
+    }
+
+    /** Whether a send has failed. */
+    boolean failed() {
+        return first.get() != null;
+    }
+
+    /** The task's failure, typed: its first failed send's error, else {@code thrown} (by a send, a flush, a commit)
+     * writing to {@code topic}. */
+    KernelException typed(String topic, RuntimeException thrown) {
+        Failure failure = first.get();
+        return failure != null ? typed(failure.topic(), failure.error()) : typed(topic, thrown);
+    }
+
+    /** Fail with the first failed send's error, typed, if a send failed. */
+    void check() {
+        Failure failure = first.get();
+        if (failure != null) {
+            throw typed(failure.topic(), failure.error());
+        }
+    }
 
     /** {@code error} (a send's, a flush's) writing to {@code topic}, typed; its message names the topic, the error
      * and what to do. */

@@ -3,10 +3,7 @@ package dev.streamjoin.kernel;
 import java.io.Serializable;
 import java.util.HashMap;
 import java.util.Iterator;
-import java.util.Map;
-import java.util.concurrent.atomic.AtomicReference;
 
-import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.spark.api.java.function.VoidFunction;
@@ -29,9 +26,6 @@ final class KafkaWriteTask implements VoidFunction<Iterator<InternalRow>>, Seria
         this.sent = sent;
     }
 
-    /** The first failed send of a task, and its record's topic. */
-    private record Failure(String topic, Exception error) {}
-
     @Override
     public void call(Iterator<InternalRow> rows) {
         if (!rows.hasNext()) {
@@ -39,34 +33,25 @@ final class KafkaWriteTask implements VoidFunction<Iterator<InternalRow>>, Seria
         }
         IdempotentProducers.Lease lease = IdempotentProducers.acquire(settings);
         KafkaProducer<byte[], byte[]> producer = lease.producer;
-        AtomicReference<Failure> failure = new AtomicReference<>();
-        Map<String, Callback> callbacks = new HashMap<>();  // one per topic: the failure names its topic
+        KafkaSendFailures failures = new KafkaSendFailures();
         String topic = "?";
         boolean failed = true;
         try {
             long count = 0;
-            while (rows.hasNext() && failure.get() == null) {
+            while (rows.hasNext() && !failures.failed()) {
                 ProducerRecord<byte[], byte[]> record = KafkaRecords.of(rows.next());
                 topic = record.topic();
-                producer.send(record, callbacks.computeIfAbsent(topic, t -> (metadata, error) -> {
-                    if (error != null) {
-                        failure.compareAndSet(null, new Failure(t, error));
-                    }
-                }));
+                producer.send(record, failures.callback(topic));
                 count++;
             }
             producer.flush();
-            Failure first = failure.get();
-            if (first != null) {
-                throw KafkaSendFailures.typed(first.topic(), first.error());
-            }
+            failures.check();
             sent.add(count);
             failed = false;
         } catch (KernelException e) {
             throw e;
         } catch (RuntimeException e) {  // thrown by send or flush themselves (a closed or fenced producer, an interrupt)
-            Failure first = failure.get();
-            throw first != null ? KafkaSendFailures.typed(first.topic(), first.error()) : KafkaSendFailures.typed(topic, e);
+            throw failures.typed(topic, e);
         } finally {
             IdempotentProducers.release(lease, failed);
         }

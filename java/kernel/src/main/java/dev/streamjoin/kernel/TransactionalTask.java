@@ -9,6 +9,7 @@ import java.util.concurrent.ConcurrentHashMap;
 
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.VoidFunction;
@@ -75,11 +76,15 @@ final class TransactionalTask implements VoidFunction<Iterator<InternalRow>>, Se
         }
         KafkaProducer<byte[], byte[]> producer = PRODUCERS.computeIfAbsent(cacheKey, key -> open(id));
         String fault = System.getProperty(FAULT, "");
+        KafkaSendFailures failures = new KafkaSendFailures();
+        String topic = markerTopic;
         try {
             producer.beginTransaction();
             long count = 0;
-            while (rows.hasNext()) {
-                producer.send(KafkaRecords.of(rows.next()));
+            while (rows.hasNext() && !failures.failed()) {
+                ProducerRecord<byte[], byte[]> record = KafkaRecords.of(rows.next());
+                topic = record.topic();
+                producer.send(record, failures.callback(topic));
                 count++;
             }
             if (fault.equals("mid_transaction:" + batch + ":" + task)) {
@@ -88,7 +93,10 @@ final class TransactionalTask implements VoidFunction<Iterator<InternalRow>>, Se
                 producer.close(Duration.ZERO);  // as a killed process leaves it: no abort
                 throw new TransientKernelException("test fault " + fault + ": the task died mid-transaction");
             }
-            producer.send(BatchMarkers.record(markerTopic, task, new BatchMarkers.Marker(query, batch, tasks)));
+            failures.check();  // the transaction is aborted below: nothing of it is read committed
+            topic = markerTopic;
+            producer.send(BatchMarkers.record(markerTopic, task, new BatchMarkers.Marker(query, batch, tasks)),
+                    failures.callback(markerTopic));
             producer.commitTransaction();
             sent.add(count);
             if (fault.equals("halt_after_commit:" + batch + ":" + task)) {
@@ -97,9 +105,12 @@ final class TransactionalTask implements VoidFunction<Iterator<InternalRow>>, Se
             if (fault.equals("after_commit:" + batch + ":" + task)) {
                 throw new TransientKernelException("test fault " + fault + ": the task died after its commit");
             }
-        } catch (RuntimeException e) {
+        } catch (KernelException e) {
             drop(cacheKey);  // a graceful close aborts an open transaction; a retry starts a fresh producer
             throw e;
+        } catch (RuntimeException e) {  // a send's error (the commit fails with it), a fenced producer, an interrupt
+            drop(cacheKey);
+            throw failures.typed(topic, e);
         }
     }
 
