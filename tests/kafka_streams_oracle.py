@@ -87,10 +87,19 @@ def without_dead_letters(spec: PipelineSpec, emitted: Sequence[Emitted]) -> list
     return [row for row in emitted if row.topic != spec.dead_letter_topic]
 
 
-def kafka_streams_runs(cases: Sequence[Case]) -> list[OracleRun]:
+def kafka_streams_runs(cases: Sequence[Case], *, optimize: bool = True) -> list[OracleRun]:
     """As :func:`kafka_streams_replay`, with each case's ``dropped-records-total``, and an exception Kafka
-    Streams raised on a case returned as that case's ``error`` instead of raised."""
-    adapters = [_Adapter(spec, records, functions) for spec, records, functions in cases]
+    Streams raised on a case returned as that case's ``error`` instead of raised.
+
+    :param optimize: a stream-stream self-join is built with ``topology.optimization=all`` (KIP-862's one-store
+        self-join, as Kafka Streams 3.4+ runs it); False: the plain join of a stream with itself.
+    """
+    adapters: list[_Adapter | _ChainAdapter] = [
+        _ChainAdapter(spec, records, functions, optimize)
+        if spec.chained or spec.join.left == spec.join.right
+        else _Adapter(spec, records, functions)
+        for spec, records, functions in cases
+    ]
     results = _run_jvm([adapter.encode(index) for index, adapter in enumerate(adapters)])
     runs = []
     for adapter, result in zip(adapters, results, strict=True):
@@ -275,6 +284,158 @@ class _Adapter:
                 if value is not None:
                     left, right = (None if text is None else json.loads(text) for text in value)
                     value = self._value(key, left, right)
+                out.append(Emitted(engine.output_topic, key, value, ts))
+            else:
+                assert engine.aggregate_topic is not None
+                out.append(Emitted(engine.aggregate_topic, json.loads(key), json.loads(value), ts))
+        return out
+
+
+def _pair_text(left: str | None, right: str | None) -> str:
+    """A join's value as the runner's joiner writes it (Jackson's ``writeValueAsString(String[])``)."""
+    return json.dumps([left, right], separators=(",", ":"), ensure_ascii=False)
+
+
+class _ChainAdapter:
+    """A chained spec (``joins:``) or a self-join: the runner builds the DSL topology of its stages
+    (``java/ks-oracle/.../Chain.java``). Each stage's Kafka value is the pair of its sides' texts, a later stage's
+    left text being the pair of the stage before; Python applies every stage's joiner to the nested pairs.
+
+    The keys Java cannot derive (a foreign key, a global table's lookup key) and the aggregate's (group, amount)
+    are tabled for the values the reference engine saw at each stage (it runs the case first, tracing its
+    stages): a value Kafka Streams reaches and the reference never did has no entry, and the runner fails the
+    case naming it, which is a difference the tests report.
+    """
+
+    def __init__(
+        self, spec: PipelineSpec, records: Sequence[Record], functions: Mapping[str, Any] | None, optimize: bool
+    ) -> None:
+        self.spec, self.records, self.optimize = spec, list(records), optimize
+        self.engine = ReferenceEngine(spec, functions)
+        traced = ReferenceEngine(spec, functions, trace=True)
+        traced.replay(self.records)
+        self.traced = traced.traced
+        self.result_format = spec.left.key.format
+        #: per stage: hashable(joined value) -> the Kafka texts of the results that carried it
+        self.texts: list[dict[Any, set[str]]] = []
+        for index in range(len(spec.stages)):
+            texts: dict[Any, set[str]] = {}
+            for result, value in self.traced[index]:
+                if value is not None:
+                    for text in self._result_texts(index, result):
+                        texts.setdefault(hashable(value), set()).add(text)
+            self.texts.append(texts)
+
+    def _left_texts(self, index: int, left: Any) -> Sequence[str | None]:
+        if left is None:
+            return [None]
+        if index == 0:
+            return [_json_text(left)]
+        return list(sorted(self.texts[index - 1].get(hashable(left), set())))
+
+    def _result_texts(self, index: int, result: Any) -> list[str]:
+        return [_pair_text(left, _json_text(result.right)) for left in self._left_texts(index, result.left)]
+
+    def _derived(self, index: int) -> list[list[Any]]:
+        """Stage ``index``'s left value text -> the key derived from it (foreign key, lookup key)."""
+        stage = self.engine.stages[index]
+        derive = stage.foreign_key if stage.shape is Shape.TABLE_TABLE_FK else stage.key_selector
+        if derive is None:
+            return []
+        if index == 0:
+            topic = stage.left_input.topic if stage.left_input is not None else ""
+            lefts = [(r.key, r.value, [_json_text(r.value) or ""]) for r in self.records if r.topic == topic]
+        else:
+            lefts = [(res.key, value, self._result_texts(index - 1, res)) for res, value in self.traced[index - 1]]
+        table: dict[str, Any] = {}
+        for key, value, texts in lefts:
+            if value is None:
+                continue
+            derived = _Adapter._key_out(derive(key, value), stage.right_input.key.format)
+            for text in texts:
+                if table.setdefault(text, derived) != derived:
+                    raise ValueError(f"{self.spec.name}: stage {index}: the value {text} derives two keys; the oracle "
+                                     "tables derived keys by value only")  # fmt: skip
+        return [[text, derived] for text, derived in table.items()]
+
+    def encode(self, index: int) -> dict[str, Any]:
+        spec = self.spec
+        names = {name for stage in spec.stages for name in (stage.left, stage.right) if name in spec.inputs}
+        inputs = {}
+        for name in sorted(names):
+            inp = spec.inputs[name]
+            inputs[name] = {
+                "role": inp.role.value,
+                "key": "long" if inp.key.format is Format.LONG else "string",
+                "history": None if inp.versioned is None else inp.versioned.history_retention,
+            }
+        stages = []
+        for position, stage in enumerate(spec.stages):
+            window = stage.window
+            stages.append({
+                "shape": stage.shape.value, "kind": stage.kind.value,
+                "left": stage.left if position == 0 else None, "right": stage.right,
+                "before": window.before if window else 0, "after": window.after if window else 0,
+                "grace": stage.grace, "selector": stage.key_selector is not None, "derived": self._derived(position),
+            })  # fmt: skip
+        records = []
+        for position, record in enumerate(self.records):
+            if record.partition != 0:
+                raise ValueError(f"case {index} ({spec.name}), record {position}: partition {record.partition}: the "
+                                 "Kafka Streams oracle replays one task (partition 0 only)")  # fmt: skip
+            name, inp = spec.input_by_topic(record.topic)
+            records.append([name, _Adapter._key_out(record.key, inp.key.format), _json_text(record.value), record.ts])
+        key = "long" if self.result_format is Format.LONG else "string"
+        last_right = spec.right.key.format
+        return {
+            "shape": spec.join.shape.value,
+            "kind": spec.join.kind.value,
+            "left_key": key,
+            "right_key": "long" if last_right is Format.LONG else "string",
+            "aggregate": self._aggregate_table() if spec.aggregate is not None else None,
+            "records": [],
+            "chain": {"inputs": inputs, "stages": stages, "records": records, "optimize": self.optimize},
+        }
+
+    def _aggregate_table(self) -> dict[str, Any]:
+        engine, last = self.engine, len(self.spec.stages) - 1
+        assert engine.group_by is not None and self.spec.aggregate is not None
+        entries: dict[tuple[Any, ...], list[Any]] = {}
+        for result, value in self.traced[last]:
+            if value is None:
+                continue
+            out = output_value(value, self.spec.output.value_format)
+            group = engine.group_by(result.key, out)
+            amount: Any = 1 if engine.counting else None
+            if group is not None and not engine.counting:
+                assert engine.value_of is not None
+                amount = engine.value_of(result.key, out)
+            for left in self._left_texts(last, result.left):
+                row_key = (hashable(result.key), left, _json_text(result.right))
+                entries[row_key] = [_Adapter._key_out(result.key, self.result_format), left,
+                                    _json_text(result.right), _json_text(group), _json_text(amount)]  # fmt: skip
+        return {"reduce": self.spec.aggregate.reduce.value, "entries": list(entries.values())}
+
+    def _value(self, index: int, key: Any, pair: list[Any]) -> Any:
+        """Stage ``index``'s joined value of a Kafka pair (its left text the pair of stage ``index - 1``)."""
+        left_text, right_text = pair
+        if left_text is None:
+            left = None
+        elif index == 0:
+            left = json.loads(left_text)
+        else:
+            left = self._value(index - 1, key, json.loads(left_text))
+        right = None if right_text is None else json.loads(right_text)
+        return self.engine.stages[index].joiner(key, left, right)
+
+    def decode(self, rows: list[list[Any]]) -> list[Emitted]:
+        engine, last = self.engine, len(self.spec.stages) - 1
+        out: list[Emitted] = []
+        for _, topic, key, value, ts in rows:
+            if topic == "J":
+                key = _Adapter._key_in(key, self.result_format)
+                if value is not None:
+                    value = output_value(self._value(last, key, value), self.spec.output.value_format)
                 out.append(Emitted(engine.output_topic, key, value, ts))
             else:
                 assert engine.aggregate_topic is not None

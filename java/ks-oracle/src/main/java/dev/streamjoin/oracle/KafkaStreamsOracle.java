@@ -218,6 +218,7 @@ public final class KafkaStreamsOracle {
         final Map<List<Object>, Entry> entries = new HashMap<>();
         final List<Rec> records = new ArrayList<>();
         final String prefix;
+        final Chain chain;  // null: one join of two inputs
 
         Case(int index, JsonNode node) {
             prefix = "c" + index + "-";
@@ -251,6 +252,7 @@ public final class KafkaStreamsOracle {
                 }
                 records.add(new Rec(isLeft, keys.fromJson(r.get(1)), stored, r.get(3).asLong()));
             }
+            chain = node.hasNonNull("chain") ? new Chain(node.get("chain")) : null;
         }
 
         /** The case's name for a topic or store (unique across cases: their drivers share a state folder). */
@@ -319,6 +321,10 @@ public final class KafkaStreamsOracle {
     }
 
     static void topology(StreamsBuilder builder, Case c) {
+        if (c.chain != null) {
+            Chain.topology(builder, c);
+            return;
+        }
         KStream<Object, String> stream = null;
         KTable<Object, String> table = null;
         ValueJoiner<String, String, String> joiner = KafkaStreamsOracle::pair;
@@ -465,14 +471,26 @@ public final class KafkaStreamsOracle {
         TestOutputTopic<Object, String> joined = driver.createOutputTopic(c.topic("out"), c.resultKey(), TEXT.deserializer());
         TestOutputTopic<String, String> totals =
                 c.reduce == null ? null : driver.createOutputTopic(c.topic("agg"), TEXT.deserializer(), TEXT.deserializer());
+        Map<String, TestInputTopic> chainTopics = new HashMap<>();
+        if (c.chain != null) {
+            for (var input : c.chain.inputs.entrySet()) {
+                chainTopics.put(input.getKey(), driver.createInputTopic(c.topic(input.getKey()), input.getValue().keys(), TEXT.serializer()));
+            }
+        }
+        int count = c.chain != null ? c.chain.records.size() : c.records.size();
         double droppedBefore = dropped(driver);
         StringWriter buffer = new StringWriter();
         try (JsonGenerator out = JSON.getFactory().createGenerator(buffer)) {
             out.writeStartObject();
             out.writeArrayFieldStart("rows");
-            for (int i = 0; i < c.records.size(); i++) {
-                Rec r = c.records.get(i);
-                (r.left() ? leftTopic : rightTopic).pipeInput(r.key(), r.value(), r.ts());
+            for (int i = 0; i < count; i++) {
+                if (c.chain != null) {
+                    Chain.Rec r = c.chain.records.get(i);
+                    chainTopics.get(r.input()).pipeInput(r.key(), r.value(), r.ts());
+                } else {
+                    Rec r = c.records.get(i);
+                    (r.left() ? leftTopic : rightTopic).pipeInput(r.key(), r.value(), r.ts());
+                }
                 for (TestRecord<Object, String> row : joined.readRecordsToList()) {
                     out.writeStartArray();
                     out.writeNumber(i);
@@ -511,7 +529,11 @@ public final class KafkaStreamsOracle {
         try {
             StreamsBuilder builder = new StreamsBuilder();
             topology(builder, c);
-            try (TopologyTestDriver driver = new TopologyTestDriver(builder.build(), config(index, stateDir), Instant.EPOCH)) {
+            Properties props = config(index, stateDir);
+            if (c.chain != null && c.chain.optimize) {  // KIP-862: a stream-stream self-join runs on one store
+                props.put(StreamsConfig.TOPOLOGY_OPTIMIZATION_CONFIG, StreamsConfig.OPTIMIZE);
+            }
+            try (TopologyTestDriver driver = new TopologyTestDriver(builder.build(props), props, Instant.EPOCH)) {
                 results[index] = replay(driver, c);
             }
         } catch (Throwable error) {
