@@ -16,6 +16,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -257,3 +258,39 @@ def test_an_output_schema_the_registry_refuses_is_a_terminal_error_naming_subjec
     error = caught.value
     assert (error.subject, error.version, error.transient) == (f"{sink.topic}-value", 1, False)
     assert "Incompatible" in error.message and "'clicks'" in str(error)
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_validate_checks_the_subjects_and_that_the_reader_schema_reads_every_version(
+    avro_run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    from streamjoin.cli import main
+
+    data = avro_run.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
+    paths = []
+    needs_user = {**CLICK_V1, "fields": [*CLICK_V1["fields"], {"name": "user", "type": "string"}]}
+    for name, change in [
+        ("ok", {}),
+        ("reader", {"clicks": {"format": "avro", "reader_schema": needs_user}}),
+        ("subject", {"regions": {"format": "avro", "subject_name_strategy": "record_name", "record_name": "demo.No"}}),
+    ]:
+        spec = json.loads(json.dumps(data))
+        for input_name, value in change.items():
+            spec["inputs"][input_name]["value"] = value
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        paths.append(str(path))
+    assert main(["validate", "--registry", *paths]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    subject = f"{avro_run.spec.left.topic}-value"
+    assert lines == [
+        f"ok: {paths[0]}",
+        *(f"error: {paths[1]}: inputs.clicks.value: version {v} of subject {subject!r}: the reader schema cannot "
+          "read it: field user (reader_field_missing_default_value at /fields/1)" for v in (1, 2)),
+        f"error: {paths[2]}: inputs.regions.value: subject 'demo.No': no versions at {avro_run.registry.url}: "
+        "register the topic's schema, or check subject_name_strategy and record_name",
+        "3 specs, 2 invalid",
+    ]  # fmt: skip

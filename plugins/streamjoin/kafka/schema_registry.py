@@ -109,6 +109,11 @@ class AvroSchemas:
 def subject_ids(config: RegistryConfig, subject: str) -> list[int]:
     """The schema id of each of ``subject``'s versions (oldest first): one listing, then a call per version
     not seen before in this process (a version's id never changes)."""
+    return [schema_id for _, schema_id in subject_versions(config, subject)]
+
+
+def subject_versions(config: RegistryConfig, subject: str) -> list[tuple[int, int]]:
+    """``(version, schema id)`` of each of ``subject``'s versions, oldest first (none: no such subject)."""
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
     registry = client(config)
@@ -118,7 +123,7 @@ def subject_ids(config: RegistryConfig, subject: str) -> list[int]:
         if exc.http_status_code == 404:
             return []
         raise
-    return [_version_id(config, subject, v) for v in versions]
+    return [(v, _version_id(config, subject, v)) for v in versions]
 
 
 @cache
@@ -186,7 +191,55 @@ def register_output(sink: Sink, schema: str) -> int:
             _call(config, f"compatibility of {subject!r}", registry.set_compatibility, subject, level)
         return schema_id
     except SchemaRegistryError as exc:
-        ids = subject_ids(config, subject)
-        latest = len(ids) or None
+        versions = subject_versions(config, subject)
+        latest = versions[-1][0] if versions else None
         raise SchemaRegistrationError(subject, latest, f"{exc.error_message} (HTTP {exc.http_status_code}); "
                                       f"the schema: {json.loads(schema)}") from exc  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SubjectProblem:
+    """What ``streamjoin validate --registry`` found for a subject: the spec's field, the subject, the version
+    (None: the subject itself) and what is wrong (with the Avro field where one is at fault)."""
+
+    path: str
+    subject: str
+    version: int | None
+    problem: str
+
+    def __str__(self) -> str:
+        at = f"version {self.version} of subject {self.subject!r}" if self.version else f"subject {self.subject!r}"
+        return f"{self.path}: {at}: {self.problem}"
+
+
+def subject_problems(spec: PipelineSpec) -> list[SubjectProblem]:
+    """Each Avro input's subject has versions, and its reader schema (the spec's, else the latest) can read
+    every one of them (Avro's schema resolution: a field the reader has and the writer lacks needs a default,
+    a type must promote); none without Avro inputs. Asks the registry of each serde's connection."""
+    import avro.compatibility
+    import avro.schema
+
+    problems: list[SubjectProblem] = []
+    checker = avro.compatibility.ReaderWriterCompatibilityChecker()
+    for name, spec_input in spec.inputs.items():
+        serde, path = spec_input.value, f"inputs.{name}.value"
+        if serde.format is not Format.AVRO:
+            continue
+        config = registry_config(serde.registry_conn_id)
+        subject = serde.subject(spec_input.topic)
+        versions = subject_versions(config, subject)
+        if not versions:
+            problems.append(SubjectProblem(path, subject, None, f"no versions at {config.url}: register the topic's "
+                                           "schema, or check subject_name_strategy and record_name"))  # fmt: skip
+            continue
+        reader_text = serde.reader_schema_text or writer_schema(config, versions[-1][1])
+        reader = avro.schema.parse(reader_text)
+        for version, schema_id in versions:
+            result = checker.get_compatibility(reader, avro.schema.parse(writer_schema(config, schema_id)))
+            if result.compatibility is avro.compatibility.SchemaCompatibilityType.compatible:
+                continue
+            kinds = ", ".join(sorted({kind.value for kind in result.incompatibilities}))
+            fields = ", ".join(sorted(map(str, result.messages)))
+            problems.append(SubjectProblem(path, subject, version, f"the reader schema cannot read it: field "
+                                           f"{fields} ({kinds} at {', '.join(sorted(result.locations))})"))  # fmt: skip
+    return problems
