@@ -174,3 +174,45 @@ def test_the_kernel_refuses_a_chain_or_a_self_join_at_plan_time() -> None:
         JoinPlan.of(parse_spec(_spec(join=self_join)))
     one = {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions"}
     assert JoinPlan.of(parse_spec(_spec(join=one))).shape == "stream-table"
+
+
+def test_plan_shows_every_stage_and_co_partitions_the_chains_inputs(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    from streamjoin.cli import main
+    from streamjoin.core.topic_plan import plan_topics
+
+    data = _spec(
+        [
+            {
+                "shape": "stream-globaltable",
+                "kind": "left",
+                "left": "clicks",
+                "right": "campaigns",
+                "output": {"topic": "with-campaign"},
+            },
+            {"shape": "stream-table", "kind": "left", "right": "regions"},
+        ]
+    )
+    groups = plan_topics(parse_spec(data)).copartition_groups()
+    # stage 2 joins stage 1's results, partitioned as clicks, with regions: products (unused) stays out
+    assert {name: sorted(t.name for t in members) for name, members in groups.items()} == {
+        "p:join": ["clicks", "regions"]
+    }
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main(["plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "join stages (2):" in out
+    assert (
+        "stage 1 (joins[0]): clicks left stream-globaltable campaigns -> a stream to the next stage (and "
+        "with-campaign: spec only, not written yet); no co-partitioning (a global table); stores: default" in out
+    )
+    assert (
+        "stage 2 (joins[1]): stage1's result left stream-table regions -> a stream to joined; co-partitioned: "
+        "clicks and regions; stores: default" in out
+    )
+    assert "the kernel refuses it: pipeline p: chained joins run in the reference engine only for now" in out
+    assert main(["validate", str(path)]) == 0

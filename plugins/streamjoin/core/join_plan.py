@@ -83,6 +83,39 @@ def refusal(spec: PipelineSpec) -> ReferenceOnlyError | None:
     return None
 
 
+def describe_stages(spec: PipelineSpec) -> list[str]:
+    """One line per join stage (``streamjoin plan`` prints them): its sides, kind and shape, what it yields, the
+    inputs it needs co-partitioned, the stores the kernel keeps for it, its output; then why the kernel refuses
+    the spec, if it does."""
+    root, last = spec.stages[0].left, len(spec.stages) - 1
+    lines = []
+    for index, stage in enumerate(spec.stages):
+        shape = SHAPES[stage.shape]
+        stores = list(KERNEL_SHAPES.get(stage.shape, ()))
+        if index == last and spec.aggregate is not None:
+            stores += [AGGREGATE_STORE, PREVIOUS_STORE] if shape.table_result else [AGGREGATE_STORE]
+        left = stage.left if index == 0 else f"{stage.left}'s result"
+        if shape.copartitioned:
+            sides = (stage.left, stage.right) if index == 0 else (root, stage.right)
+            placement = f"co-partitioned: {' and '.join(dict.fromkeys(sides))}"
+        else:
+            placement = "no co-partitioning (" + ("a global table" if stage.shape is Shape.STREAM_GLOBALTABLE
+                                                  else "the foreign key is re-keyed internally") + ")"  # fmt: skip
+        if index == last:
+            out = spec.output.topic or ("the aggregate" if spec.aggregate is not None else "files")
+        else:
+            out = "the next stage"
+            if stage.output is not None:
+                out += f" (and {stage.output.topic}: spec only, not written yet)"
+        what = "table" if shape.table_result else "stream"
+        lines.append(f"  stage {index + 1} ({spec.stage_path(index)}): {left} {stage.kind.value} {stage.shape.value} "
+                     f"{stage.right} -> a {what} to {out}; {placement}; stores: {', '.join(stores)}")  # fmt: skip
+    refused = refusal(spec)
+    if refused is not None:
+        lines.append(f"  the kernel refuses it: {refused}")
+    return lines
+
+
 @dataclass(frozen=True)
 class JoinPlan:
     """A pipeline's join as the kernel runs it (see the module docstring); :meth:`to_json` is what crosses."""

@@ -180,12 +180,17 @@ def plan_topics(spec: PipelineSpec) -> TopicPlan:
         config = {"cleanup.policy": policy, **common, **extra}
         return TopicSpec(name, kafka.partitions, kafka.replication_factor, config, role, group)
 
-    group = f"{spec.name}:join" if traits(spec.join.shape).copartitioned else None
+    copartitioned = [stage for stage in spec.stages if traits(stage.shape).copartitioned]
+    group = f"{spec.name}:join" if copartitioned else None
+    # a chain's results keep the first stage's left input's partitioning: a later co-partitioned stage's right
+    # input joins that input's partitions
+    members = {name for stage in copartitioned for name in (stage.left, stage.right)} | {spec.stages[0].left}
     topics: list[TopicSpec] = []
-    for input_ in spec.inputs.values():
+    for name, input_ in spec.inputs.items():
         role = _INPUT_ROLES[input_.role]
         policy = DELETE if input_.role is Role.STREAM else COMPACT
         member = input_.role is not Role.GLOBAL_TABLE and not input_.repartition
+        member = member and (name in members or not spec.chained)
         topics.append(topic(input_.topic, role, policy, group if member else None))
     for name, input_ in spec.inputs.items():  # internal topics keep their input's cleanup policy
         if input_.repartition:
