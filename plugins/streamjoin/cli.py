@@ -1,6 +1,8 @@
 """``streamjoin`` command line.
 
-streamjoin validate include/pipelines/*.yaml      every problem of every spec; exit 1 if any (for CI)
+streamjoin validate include/pipelines/*.yaml [--registry]
+                                                  every problem of every spec; exit 1 if any (for CI); with
+                                                  --registry, Avro inputs' subjects and reader schemas too
 streamjoin plan include/pipelines/X.yaml [--bootstrap B]
                                                   the topics the spec needs, co-partitioning; with a broker:
                                                   which exist, what differs, what provisioning would refuse
@@ -70,7 +72,9 @@ def validate_command(args: argparse.Namespace) -> int:
 
     failed = 0
     for path in args.specs:
-        problems = spec_file_problems(path)
+        problems: list[Any] = spec_file_problems(path)
+        if not problems and args.registry:
+            problems = _registry_problems(path)
         if problems:
             failed += 1
             for problem in problems:
@@ -79,6 +83,17 @@ def validate_command(args: argparse.Namespace) -> int:
             print(f"ok: {path}")
     print(f"{len(args.specs)} specs, {failed} invalid")
     return 1 if failed else 0
+
+
+def _registry_problems(path: str) -> list[Any]:
+    """The spec's Avro subjects as its registries hold them (``schema_registry.subject_problems``); a registry
+    that does not answer is one problem."""
+    from streamjoin.kafka.schema_registry import subject_problems
+
+    try:
+        return [f"{path}: {problem}" for problem in subject_problems(load_spec(path))]
+    except StreamJoinError as exc:
+        return [f"{path}: {exc}"]
 
 
 def plan_command(args: argparse.Namespace) -> int:
@@ -125,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     validate = commands.add_parser("validate", help="check specs: every problem of each, exit 1 if any")
     validate.add_argument("specs", nargs="+", help="pipeline spec files")
+    validate.add_argument("--registry", action="store_true",
+                          help="also check Avro inputs' subjects: they exist and the reader schema reads every "
+                          "version (the serdes' registry connections)")  # fmt: skip
     plan = commands.add_parser("plan", help="the topics a spec needs and whether a broker's topics fit")
     plan.add_argument("spec", help="pipeline spec file")
     plan.add_argument("--bootstrap", help="compare with this broker's topics (read only)")
