@@ -60,6 +60,9 @@ def test_stages_chain_by_name_or_implicitly_and_join_is_the_last_stage() -> None
     assert spec.stages[1].output is not None and spec.stages[1].output.topic == "with-region"
     assert (spec.left.topic, spec.right.topic) == ("clicks", "campaigns")
     assert [spec.stage_path(i) for i in range(3)] == ["joins[0]", "joins[1]", "joins[2]"]
+    # a dump is what a job gets (its spec as JSON): it parses again, stages and all
+    assert parse_spec(spec.model_dump(mode="json", by_alias=True), "dumped.json") == spec
+    assert "earlier_joins" not in spec.model_dump_json() and "joins" in spec.model_dump()
 
 
 def test_join_is_a_one_stage_joins() -> None:
@@ -216,3 +219,20 @@ def test_plan_shows_every_stage_and_co_partitions_the_chains_inputs(
     )
     assert "the kernel refuses it: pipeline p: chained joins run in the reference engine only for now" in out
     assert main(["validate", str(path)]) == 0
+
+
+def test_the_readmes_chained_example_is_a_valid_spec() -> None:
+    import re
+
+    import yaml
+
+    from streamjoin.core.plans import PROJECT_HOME
+
+    text = (PROJECT_HOME / "README.md").read_text().split("Several joins in one pipeline", 1)[1]
+    block = re.search(r"```yaml\n(.*?)```", text, re.S)
+    assert block is not None
+    spec = parse_spec({"name": "example", "dead_letter_topic": "dlq", **yaml.safe_load(block.group(1))}, "README.md")
+    assert [(s.shape.value, s.left, s.right) for s in spec.stages] == [
+        ("stream-table", "clicks", "regions"),
+        ("stream-globaltable", "stage1", "products"),
+    ]

@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from streamjoin.core.errors import SpecError, field_path, value_at
 from streamjoin.core.shapes import SHAPES, Kind, Role, Shape, traits
@@ -447,6 +456,17 @@ class PipelineSpec(_Model):
     @classmethod
     def _joins_list(cls, data: Any) -> Any:
         return _split_stages(data)
+
+    @model_serializer(mode="wrap")
+    def _as_written(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Dumped as the spec file writes it, so that a dump parses again (jobs get the spec as JSON): ``join``
+        alone, or every stage under ``joins``."""
+        data = handler(self)
+        earlier = data.pop("earlier_joins", None) or []
+        if not earlier:
+            return data
+        return {("joins" if key == "join" else key): ([*earlier, value] if key == "join" else value)
+                for key, value in data.items()}  # fmt: skip
 
     @property
     def stages(self) -> tuple[Join, ...]:
