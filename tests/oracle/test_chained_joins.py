@@ -7,10 +7,11 @@ Kafka's ``testSelfJoin``) and without (the plain join of a stream with itself); 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
-from chained_cases import CASES, STREAM_STREAM_SELF_JOIN_INNER, ChainCase
+from chained_cases import CASES, GENERATED, PAIRS, STREAM_STREAM_SELF_JOIN_INNER, ChainCase
 from kafka_streams_oracle import OracleRun, kafka_streams_runs, without_dead_letters
 from streamjoin.core.records import Emitted
 from streamjoin.core.reference import ReferenceEngine
@@ -51,3 +52,33 @@ def test_reference_equals_kafka_streams_record_for_record(case: ChainCase, run_n
     kafka = _per_topic(run.emitted)
     assert kafka["out"], f"{run_name}: Kafka Streams emitted no join result (a wrong topology would pass vacuously)"
     assert kafka == reference, f"{run_name} ({case.source}):\nreference: {reference}\nKafka Streams: {kafka}"
+
+
+@pytest.fixture(scope="module")
+def generated_runs() -> list[OracleRun]:
+    return kafka_streams_runs([(case.spec, case.records, None) for case in GENERATED])
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda pair: f"{pair[0].value}+{pair[1].value}")
+def test_generated_chains_equal_kafka_streams(pair: tuple[Any, Any], generated_runs: list[OracleRun]) -> None:
+    """Two-stage chains of every stage pair, random kinds and records (``chained_cases.generated``): each case
+    equals Kafka Streams, and the pair's cases together emit join results."""
+    prefix = f"{pair[0].value}+{pair[1].value}-"
+    differing, emitted = [], 0
+    for case, run in zip(GENERATED, generated_runs, strict=True):
+        if not case.name.startswith(prefix):
+            continue
+        reference = _per_topic(without_dead_letters(case.spec, ReferenceEngine(case.spec).replay(case.records)))
+        kafka = {} if run.error is not None else _per_topic(run.emitted)
+        emitted += len(kafka.get("out", []))
+        if run.error is not None or kafka != reference:
+            differing.append((case, reference, run.error or kafka))
+    assert emitted > 0, f"{prefix}: no case emitted a join result"
+    assert not differing, (
+        "\n".join(
+            f"{case.name}: records {[(r.topic, r.key, r.value, r.ts) for r in case.records]}\n"
+            f"  reference: {reference}\n  Kafka Streams: {kafka}"
+            for case, reference, kafka in differing[:2]
+        )
+        + f"\n({len(differing)} cases differ)"
+    )

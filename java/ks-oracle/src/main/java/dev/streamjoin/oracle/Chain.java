@@ -35,7 +35,7 @@ import org.apache.kafka.streams.state.KeyValueStore;
  * read twice feeds its stages in the order they were built (Kafka's children order), as streamjoin's reference does.
  * A stage's value is the pair {@code [left, right]} of its sides' texts (a later stage's left text is the pair of the
  * stage before); intermediate table-table results are not materialized (as in Kafka's multi-join tests), the last
- * stage's and a foreign-key join's are.
+ * stage's, a foreign-key join's and one a foreign-key join reads are.
  */
 final class Chain {
     record Input(String role, KafkaStreamsOracle.KeySerde keys, Long history) {}
@@ -178,7 +178,8 @@ final class Chain {
                 }
                 case "table-table" -> {
                     KTable<Object, String> r = sources.table(s.right());
-                    if (last) {
+                    // a foreign-key join needs its left table's value serde (it unbinds old values): materialize
+                    if (last || chain.stages.get(i + 1).shape().equals("table-table-fk")) {
                         table = inner ? table.join(r, joiner, results)
                                 : left ? table.leftJoin(r, joiner, results)
                                 : table.outerJoin(r, joiner, results);
