@@ -2,7 +2,8 @@
 
 streamjoin validate include/pipelines/*.yaml [--registry]
                                                   every problem of every spec; exit 1 if any (for CI); with
-                                                  --registry, Avro inputs' subjects and reader schemas too
+                                                  --registry, Avro inputs' subjects and reader schemas too,
+                                                  and a warning for Avro join keys under two schema ids
 streamjoin plan include/pipelines/X.yaml [--bootstrap B]
                                                   the topics the spec needs, co-partitioning; with a broker:
                                                   which exist, what differs, what provisioning would refuse
@@ -75,6 +76,8 @@ def validate_command(args: argparse.Namespace) -> int:
         problems: list[Any] = spec_file_problems(path)
         if not problems and args.registry:
             problems = _registry_problems(path)
+            for warning in _key_warnings(path):
+                print(f"warning: {warning}")
         if problems:
             failed += 1
             for problem in problems:
@@ -92,6 +95,16 @@ def _registry_problems(path: str) -> list[Any]:
 
     try:
         return [f"{path}: {problem}" for problem in subject_problems(load_spec(path))]
+    except StreamJoinError as exc:
+        return [f"{path}: {exc}"]
+
+
+def _key_warnings(path: str) -> list[str]:
+    """Avro keys of a key join written under different schema ids (``schema_registry.key_subject_warnings``)."""
+    from streamjoin.kafka.schema_registry import key_subject_warnings
+
+    try:
+        return [f"{path}: {warning}" for warning in key_subject_warnings(load_spec(path))]
     except StreamJoinError as exc:
         return [f"{path}: {exc}"]
 

@@ -1,6 +1,7 @@
 """Avro topics through a real schema registry (the local Apicurio, Confluent API), a real broker and the real
 streaming job in this process's Spark session: seed 000's join (clicks left-joined with regions, summed per
-region) with Avro clicks and regions and an Avro output, checked per key against the reference engine.
+region) with Avro clicks and regions and an Avro output, checked per key against the reference engine. The
+keys are Avro records too (one key schema, so one schema id, on both topics): the join matches their bytes.
 
 One job run serves the module's tests: the clicks topic holds records of two schema versions (v2 adds a field
 with a default, registered after v1's records were written), one record whose schema id is not the subject's
@@ -39,6 +40,7 @@ CLICK_V1 = {"type": "record", "name": "Click", "namespace": "demo",
             "fields": [{"name": "clicks", "type": "long"}]}  # fmt: skip
 CLICK_V2 = {**CLICK_V1, "fields": [*CLICK_V1["fields"], {"name": "page", "type": "string", "default": "home"}]}
 REGION = {"type": "record", "name": "Region", "namespace": "demo", "fields": [{"name": "region", "type": "string"}]}
+USER_KEY = {"type": "record", "name": "UserKey", "namespace": "demo", "fields": [{"name": "user", "type": "string"}]}
 
 
 def _spec(suffix: str) -> PipelineSpec:
@@ -48,8 +50,10 @@ def _spec(suffix: str) -> PipelineSpec:
         "name": "avro_clicks",
         "kafka": {"partitions": 1},
         "inputs": {
-            "clicks": {"topic": f"avro-clicks{suffix}", "role": "stream", "value": {"format": "avro"}},
-            "regions": {"topic": f"avro-regions{suffix}", "role": "table", "value": {"format": "avro"}},
+            "clicks": {"topic": f"avro-clicks{suffix}", "role": "stream", "key": {"format": "avro"},
+                       "value": {"format": "avro"}},
+            "regions": {"topic": f"avro-regions{suffix}", "role": "table", "key": {"format": "avro"},
+                        "value": {"format": "avro"}},
         },
         "join": {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions",
                  "joiner": {"select": {"region": "coalesce(right.region, 'UNKNOWN')", "clicks": "left.clicks",
@@ -78,8 +82,8 @@ class Run:
     registry: SchemaRegistry
     bootstrap: str
     base: int
-    #: what was produced: (topic, key, value bytes, ts) in order
-    produced: list[tuple[str, str, bytes | None, int]]
+    #: what was produced: (topic, key bytes, value bytes, ts) in order
+    produced: list[tuple[str, bytes, bytes | None, int]]
     ids: dict[str, int]
 
     def writer(self, schema_id: int) -> str:
@@ -111,37 +115,45 @@ def avro_run(spark, kafka_broker, tmp_path_factory: pytest.TempPathFactory) -> I
         client = schema_registry.client(schema_registry.registry_config("schema_registry_default"))
         clicks, regions = spec.left.topic, spec.right.topic
         ids = {"region": client.register_schema(f"{regions}-value", Schema(json.dumps(REGION), "AVRO")),
-               "v1": client.register_schema(f"{clicks}-value", Schema(json.dumps(CLICK_V1), "AVRO"))}  # fmt: skip
+               "v1": client.register_schema(f"{clicks}-value", Schema(json.dumps(CLICK_V1), "AVRO")),
+               "key": client.register_schema(f"{clicks}-key", Schema(json.dumps(USER_KEY), "AVRO"))}  # fmt: skip
+        assert client.register_schema(f"{regions}-key", Schema(json.dumps(USER_KEY), "AVRO")) == ids["key"]
+
+        def key(user: str) -> bytes:
+            return encode_wire({"user": user}, ids["key"], json.dumps(USER_KEY)) or b""
+
         base = int(time.time() * 1000) - 3_600_000
         users = ["ann", "bob", "cid", "dan", "eve"]
-        produced: list[tuple[str, str, bytes | None, int]] = []
+        produced: list[tuple[str, bytes, bytes | None, int]] = []
         ts = base
         for i, user in enumerate(users[:4]):
             ts += 10
-            produced.append((regions, user, encode_wire({"region": ["europe", "asia"][i % 2]}, ids["region"],
+            produced.append((regions, key(user), encode_wire({"region": ["europe", "asia"][i % 2]}, ids["region"],
                                                         json.dumps(REGION)), ts))  # fmt: skip
         for i in range(14):  # v1 clicks: eve has no region (UNKNOWN)
             ts += 10
-            produced.append((clicks, users[i % 5], encode_wire({"clicks": i + 1}, ids["v1"], json.dumps(CLICK_V1)), ts))
+            value = encode_wire({"clicks": i + 1}, ids["v1"], json.dumps(CLICK_V1))
+            produced.append((clicks, key(users[i % 5]), value, ts))
         # mid-stream: the producer moves to v2 (a field with a default); v1 records keep coming too
         ids["v2"] = client.register_schema(f"{clicks}-value", Schema(json.dumps(CLICK_V2), "AVRO"))
         ts += 10
-        produced.append((regions, "bob", encode_wire({"region": "americas"}, ids["region"], json.dumps(REGION)), ts))
+        americas = encode_wire({"region": "americas"}, ids["region"], json.dumps(REGION))
+        produced.append((regions, key("bob"), americas, ts))
         ts += 10
-        produced.append((regions, "cid", None, ts))  # cid's region deleted
+        produced.append((regions, key("cid"), None, ts))  # cid's region deleted
         for i in range(14, 30):
             ts += 10
             if i % 3:
                 value = encode_wire({"clicks": i + 1, "page": f"p{i}"}, ids["v2"], json.dumps(CLICK_V2))
             else:
                 value = encode_wire({"clicks": i + 1}, ids["v1"], json.dumps(CLICK_V1))
-            produced.append((clicks, users[i % 5], value, ts))
+            produced.append((clicks, key(users[i % 5]), value, ts))
         ts += 10
         unknown = wire_header(UNKNOWN_ID) + (encode_wire({"clicks": 5}, ids["v1"], json.dumps(CLICK_V1)) or b"")[5:]
-        produced.append((clicks, "ann", unknown, ts))
+        produced.append((clicks, key("ann"), unknown, ts))
         ts += 10
-        produced.append((clicks, "bob", wire_header(ids["v2"]) + b"\xff\xff", ts))  # a truncated varint
-        produce_records(bootstrap, [(t, k.encode(), v, stamp, []) for t, k, v, stamp in produced])
+        produced.append((clicks, key("bob"), wire_header(ids["v2"]) + b"\xff\xff", ts))  # a truncated varint
+        produce_records(bootstrap, [(t, k, v, stamp, []) for t, k, v, stamp in produced])
         settings = JobSettings(bootstrap=bootstrap, checkpoint_dir=str(tmp_path_factory.mktemp("ck")),
                                available_now=True, home=str(tmp_path_factory.mktemp("home")))  # fmt: skip
         run_stream(spark, spec, settings)
@@ -172,7 +184,7 @@ def _reference(run: Run) -> list[Emitted]:
             value = decode_wire(data, run.writer, json.dumps(CLICK_V2) if topic == run.spec.left.topic else None)
         except Exception:  # the truncated payload: fastavro cannot read it either
             continue
-        records.append(Record(topic, key, value, ts - run.base, 0, offset))
+        records.append(Record(topic, key.hex().upper(), value, ts - run.base, 0, offset))
     return ReferenceEngine(run.spec, _reference_functions()).replay_batch(records)
 
 
@@ -186,7 +198,8 @@ def test_seed_join_on_avro_topics_matches_the_reference_per_key(avro_run: Run) -
     for record in consume_all(run.bootstrap, spec.output.topic, timeout=30):
         ids.add(int.from_bytes(record.value[1:5], "big"))
         value = decode_wire(record.value, run.writer)
-        got.append((spec.output.topic, record.key.decode(), value, int(dict(record.headers)["ts"]) - run.base))
+        key = record.key.hex().upper()  # the join's key: the Avro key's bytes
+        got.append((spec.output.topic, key, value, int(dict(record.headers)["ts"]) - run.base))
     totals = spec.aggregate.output.topic
     for record in consume_all(run.bootstrap, totals, timeout=30):
         value = decode(record.value, Format.LONG)
@@ -239,6 +252,7 @@ def test_unknown_schema_id_and_undecodable_payload_are_dead_letters_with_reasons
     )
     for record in dead:
         assert dict(record.headers)["source_topic"].decode() == spec.left.topic
+    assert sorted(r.key for r in dead) == sorted([run.produced[-2][1], run.produced[-1][1]])  # the keys' bytes
 
 
 @pytest.mark.spark
@@ -266,20 +280,28 @@ def test_validate_checks_the_subjects_and_that_the_reader_schema_reads_every_ver
     avro_run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import yaml
+    from confluent_kafka.schema_registry import Schema
 
     from streamjoin.cli import main
+    from streamjoin.kafka import schema_registry
 
     data = avro_run.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
     paths = []
     needs_user = {**CLICK_V1, "fields": [*CLICK_V1["fields"], {"name": "user", "type": "string"}]}
+    # the regions' keys under another subject, whose schema (so its id) differs from the clicks' keys'
+    other_key = {**USER_KEY, "name": "OtherKey"}
+    client = schema_registry.client(schema_registry.registry_config("schema_registry_default"))
+    other_id = client.register_schema("demo.OtherKey", Schema(json.dumps(other_key), "AVRO"))
+    by_record = {"format": "avro", "subject_name_strategy": "record_name", "record_name": "demo.OtherKey"}
     for name, change in [
         ("ok", {}),
         ("reader", {"clicks": {"format": "avro", "reader_schema": needs_user}}),
         ("subject", {"regions": {"format": "avro", "subject_name_strategy": "record_name", "record_name": "demo.No"}}),
+        ("keys", {"regions": by_record}),
     ]:
         spec = json.loads(json.dumps(data))
         for input_name, value in change.items():
-            spec["inputs"][input_name]["value"] = value
+            spec["inputs"][input_name]["key" if name == "keys" else "value"] = value
         path = tmp_path / f"{name}.yaml"
         path.write_text(yaml.safe_dump(spec))
         paths.append(str(path))
@@ -292,5 +314,10 @@ def test_validate_checks_the_subjects_and_that_the_reader_schema_reads_every_ver
           "read it: field user (reader_field_missing_default_value at /fields/1)" for v in (1, 2)),
         f"error: {paths[2]}: inputs.regions.value: subject 'demo.No': no versions at {avro_run.registry.url}: "
         "register the topic's schema, or check subject_name_strategy and record_name",
-        "3 specs, 2 invalid",
+        f"warning: {paths[3]}: inputs.regions.key: version 1 of subject 'demo.OtherKey': its schema id {other_id} "
+        f"differs from '{avro_run.spec.left.topic}-key''s (version 1, id {avro_run.ids['key']}): Avro keys join by "
+        "their serialized bytes, which hold the id, so equal keys never match; write both topics' keys with one "
+        "schema",
+        f"ok: {paths[3]}",
+        "4 specs, 2 invalid",
     ]  # fmt: skip

@@ -81,9 +81,12 @@ def test_rules_across_fields_for_avro() -> None:
     assert "derived from a joiner that builds a struct" in str(problem)
     keyed = _spec({"format": "avro"})
     keyed["inputs"]["clicks"]["key"] = {"format": "avro"}
-    keyed["inputs"]["regions"]["key"] = {"format": "avro"}
-    paths = {(p.path, p.value) for p in spec_problems(keyed)}
-    assert paths == {("inputs.clicks.key.format", "avro"), ("inputs.regions.key.format", "avro")}
+    keyed["inputs"]["regions"]["key"] = {"format": "avro", "reader_schema": CLICK}
+    (problem,) = spec_problems(keyed)  # Avro keys are joined by their bytes: no reader schema
+    assert (problem.path, problem.value) == ("inputs.regions.key.reader_schema", CLICK)
+    keyed["inputs"]["regions"]["key"] = {"format": "string"}
+    (problem,) = spec_problems(keyed)
+    assert (problem.path, problem.value) == ("inputs.regions.key.format", "string")
     no_topic = _spec({"format": "avro"}, {"value_format": "avro", "files": {"path": "out"}})
     (problem,) = spec_problems(no_topic)
     assert problem.path == "output" and "needs a 'topic'" in str(problem)

@@ -547,10 +547,11 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
              "supported yet (issue 37 covers the join's output)"),
         )  # fmt: skip
     for name, inp in inputs.items():
-        if inp.key.format is Format.AVRO:
+        if inp.key.format is Format.AVRO and inp.key.reader_schema is not None:
             problems.append(
-                (f"inputs.{name}.key.format", "avro", "'string' or 'long': Avro keys are not supported yet "
-                 "(issue 37: Avro values only)"),
+                (f"inputs.{name}.key.reader_schema", inp.key.reader_schema,
+                 "none: an Avro key is joined by its serialized bytes (magic byte, schema id, payload), as Kafka "
+                 "Streams compares keys; it is not decoded"),
             )  # fmt: skip
     if spec.aggregate is not None and spec.aggregate.output.delivery is not Delivery.AT_LEAST_ONCE:
         problems.append(

@@ -243,3 +243,32 @@ def subject_problems(spec: PipelineSpec) -> list[SubjectProblem]:
             problems.append(SubjectProblem(path, subject, version, f"the reader schema cannot read it: field "
                                            f"{fields} ({kinds} at {', '.join(sorted(result.locations))})"))  # fmt: skip
     return problems
+
+
+def key_subject_warnings(spec: PipelineSpec) -> list[SubjectProblem]:
+    """A key join of two Avro keys matches serialized bytes, the schema id among them: a warning when the two
+    key subjects' latest schema ids differ (equal keys written under them never match), or one has none."""
+    from streamjoin.core.shapes import traits
+
+    left, right = spec.left, spec.right
+    if not traits(spec.join.shape).copartitioned or left.key.format is not Format.AVRO:
+        return []
+    if right.key.format is not Format.AVRO:
+        return []
+    latest = {}
+    for side, spec_input in ((spec.join.left, left), (spec.join.right, right)):
+        config = registry_config(spec_input.key.registry_conn_id)
+        subject = spec_input.key.subject(spec_input.topic, is_key=True)
+        versions = subject_versions(config, subject)
+        latest[side] = (subject, versions[-1] if versions else None)
+    (lsub, lver), (rsub, rver) = latest[spec.join.left], latest[spec.join.right]
+    path = f"inputs.{spec.join.right}.key"
+    if lver is None or rver is None:
+        missing = lsub if lver is None else rsub
+        return [SubjectProblem(path, missing, None, "no versions: cannot check that both sides' keys are written "
+                               "with one schema id (Avro keys join by their serialized bytes)")]  # fmt: skip
+    if lver[1] != rver[1]:
+        return [SubjectProblem(path, rsub, rver[0], f"its schema id {rver[1]} differs from {lsub!r}'s (version "
+                               f"{lver[0]}, id {lver[1]}): Avro keys join by their serialized bytes, which hold the "
+                               "id, so equal keys never match; write both topics' keys with one schema")]  # fmt: skip
+    return []

@@ -125,10 +125,21 @@ def _decode(raw: DataFrame, spec: PipelineSpec, avro: dict[str, AvroSchemas]) ->
 def decode_key(is_left: Column, spec: PipelineSpec) -> tuple[Column, Column]:
     """``(key, error)`` of the record key per its input's ``key.format``. The key column is text: a
     ``long`` key (Java LongSerializer, 8 bytes big-endian) as its decimal digits, so equal longs are equal
-    keys and every state keeps one key type; :func:`output_key` turns it back into a long for the sinks."""
+    keys and every state keeps one key type; :func:`output_key` turns it back into a long for the sinks. An
+    ``avro`` key is its serialized bytes in hex (the wire header included: keys match when their bytes do, as
+    in Kafka Streams' stores), :func:`output_key` the bytes again."""
     keys = []
     for serde in (spec.left.key, spec.right.key):
-        if serde.format is Format.LONG:
+        if serde.format is Format.AVRO:
+            raw = F.col("key")
+            wire = (F.length(raw) >= 5) & (F.hex(F.substring(raw, 1, 1)) == F.lit("00"))
+            error = F.when(
+                raw.isNotNull() & ~wire,
+                F.concat(F.lit(f"{UNDECODABLE}-key: not the Confluent wire format (magic byte 0, 4-byte schema id): "
+                               "starts with 0x"), F.hex(F.substring(raw, 1, 5))),
+            )  # fmt: skip
+            keys.append((F.when(wire, F.hex(raw)), error))
+        elif serde.format is Format.LONG:
             raw = F.col("key")
             ok = F.length(raw) == 8
             error = F.when(
@@ -143,7 +154,10 @@ def decode_key(is_left: Column, spec: PipelineSpec) -> tuple[Column, Column]:
 
 
 def output_key(key: Column, spec: PipelineSpec) -> Column:
-    """A join result's key in its type on the topic: the left input's key format (a long for ``long``)."""
+    """A join result's key in its type on the topic: the left input's key format (a long for ``long``, the
+    serialized bytes for ``avro``)."""
+    if spec.left.key.format is Format.AVRO:
+        return F.unhex(key)
     return key.cast("long") if spec.left.key.format is Format.LONG else key
 
 

@@ -25,6 +25,8 @@ def encode_key(key: Column, fmt: Format) -> Column:
     them, else the key's UTF-8 text."""
     if fmt is Format.LONG:
         return encode(key.cast("long"), Format.LONG)
+    if fmt is Format.AVRO:  # the serialized bytes, as events.decode_key holds them (hex)
+        return F.unhex(key)
     return key.cast("binary")
 
 
