@@ -27,7 +27,7 @@ from streamjoin.core.errors import SpecError
 from streamjoin.core.ordering import processing_order
 from streamjoin.core.records import Emitted, Record
 from streamjoin.core.semantics import aggregate, foreign_key, stream_stream, stream_table, table_table
-from streamjoin.core.semantics.common import Result, Side, Step
+from streamjoin.core.semantics.common import Result, Side, Step, hashable
 from streamjoin.core.semantics.foreign_key import ForeignKeyState
 from streamjoin.core.shapes import traits
 from streamjoin.core.spec import (
@@ -336,7 +336,10 @@ class ReferenceEngine:
             self.traced[stage.index].append((result, value))
         if stage is not self.stages[-1]:
             # the next stage's left record: the joined value as it is (no serde between stages, as in Kafka
-            # Streams' topology), the result's key, ts and task; a tombstone deletes its key there
+            # Streams' topology), the result's key, ts and task (a foreign-key result's: its left key's, also
+            # when a right record triggered it); a tombstone deletes its key there
+            row = None if stage.fk is None else stage.fk.left.get(hashable(result.key))
+            partition = partition if row is None else row.partition
             following = self.stages[stage.index + 1]
             role = Role.TABLE if traits(stage.shape).table_result else Role.STREAM
             return self._feed(following, Record(stage.topic, result.key, value, result.ts, partition), Side.LEFT, role)

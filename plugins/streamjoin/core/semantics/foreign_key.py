@@ -54,6 +54,8 @@ class LeftRow:
     key: Any
     value: Any
     fk: Any
+    #: the left record's partition: the task a result for this key belongs to (a chain's next stage)
+    partition: int = 0
 
 
 @dataclass
@@ -99,7 +101,7 @@ def step_left(state: ForeignKeyState, record: Record, stream_time: int, fk: Any)
         new_fk = None
     else:
         new_fk = fk
-        state.left[hkey] = LeftRow(record.key, record.value, fk)
+        state.left[hkey] = LeftRow(record.key, record.value, fk, record.partition)
         if fk is not None:
             state.pointing.setdefault(hashable(fk), {})[hkey] = record.key
     tombstone = Result(record.key, None, None, record.ts, tombstone=True)
