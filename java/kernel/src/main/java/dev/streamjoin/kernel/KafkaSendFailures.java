@@ -50,20 +50,20 @@ final class KafkaSendFailures {
      * writing to {@code topic}. */
     KernelException typed(String topic, RuntimeException thrown) {
         Failure failure = first.get();
-        return failure != null ? typed(failure.topic(), failure.error()) : typed(topic, thrown);
+        return failure != null ? classify(failure.topic(), failure.error()) : classify(topic, thrown);
     }
 
     /** Fail with the first failed send's error, typed, if a send failed. */
     void check() {
         Failure failure = first.get();
         if (failure != null) {
-            throw typed(failure.topic(), failure.error());
+            throw classify(failure.topic(), failure.error());
         }
     }
 
     /** {@code error} (a send's, a flush's) writing to {@code topic}, typed; its message names the topic, the error
      * and what to do. */
-    static KernelException typed(String topic, Throwable error) {
+    static KernelException classify(String topic, Throwable error) {
         String what = "writing to Kafka topic '" + topic + "' failed: " + error.getClass().getName() + ": "
                 + error.getMessage();
         String action = action(topic, error);
