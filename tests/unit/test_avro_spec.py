@@ -121,3 +121,22 @@ def test_an_outputs_spark_type_becomes_a_record_named_after_the_topic() -> None:
 def test_bytes_that_are_not_the_wire_format_are_refused_naming_them() -> None:
     with pytest.raises(ValueError, match=r"magic byte 0.*: 7b22"):
         split_wire(b'{"clicks": 1}')
+
+
+def test_a_registry_connection_gives_url_basic_auth_and_tls(monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamjoin.core.errors import SchemaRegistryConfigError
+    from streamjoin.kafka.schema_registry import RegistryConfig
+
+    conn = {"conn_type": "http", "host": "sr.example", "port": 8081, "schema": "/apis/ccompat/v6", "login": "svc",
+            "password": "s3cret", "extra": {"ssl.ca.location": "/etc/ca.pem"}}  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_SR_TLS", json.dumps(conn))
+    config = RegistryConfig.from_connection("sr_tls")
+    assert config.url == "https://sr.example:8081/apis/ccompat/v6"
+    assert config.client_conf() == {"url": config.url, "basic.auth.user.info": "svc:s3cret",
+                                    "ssl.ca.location": "/etc/ca.pem"}  # fmt: skip
+    assert "s3cret" not in repr(config)
+    monkeypatch.setenv("AIRFLOW_CONN_SR_URL", json.dumps({"conn_type": "http", "extra": {"url": "http://h:1/x/"}}))
+    assert RegistryConfig.from_connection("sr_url").client_conf() == {"url": "http://h:1/x"}
+    monkeypatch.setenv("AIRFLOW_CONN_SR_NONE", json.dumps({"conn_type": "http"}))
+    with pytest.raises(SchemaRegistryConfigError, match=r"'sr_none': it has neither extra\.url nor a host"):
+        RegistryConfig.from_connection("sr_none")

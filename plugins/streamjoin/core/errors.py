@@ -236,6 +236,14 @@ class SchemaRegistryUnavailableError(StreamJoinError):
         super().__init__(f"schema registry {where}: {problem}")
 
 
+class SchemaRegistryConfigError(StreamJoinError):
+    """A serde's schema registry connection is missing or has no address. Terminal: create or fix it."""
+
+    def __init__(self, conn_id: str, problem: str) -> None:
+        self.conn_id, self.problem = conn_id, problem
+        super().__init__(f"schema registry connection {conn_id!r}: {problem}")
+
+
 class SchemaRegistrationError(StreamJoinError):
     """The registry refused a pipeline's schema under a subject (incompatible with its versions, invalid), or
     an input's subject has no schema. Terminal: change the schema or the subject's compatibility level."""

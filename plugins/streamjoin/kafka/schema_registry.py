@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from streamjoin.core.errors import SchemaRegistrationError, SchemaRegistryUnavailableError
+from streamjoin.core.errors import SchemaRegistrationError, SchemaRegistryConfigError, SchemaRegistryUnavailableError
 from streamjoin.core.spec import Format, Input, PipelineSpec, Sink
 
 _TLS_KEYS = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password")
@@ -37,16 +37,33 @@ class RegistryConfig:
 
     @classmethod
     def from_connection(cls, conn_id: str) -> RegistryConfig:
-        """The Airflow connection ``conn_id`` (the metastore, a secrets backend or ``AIRFLOW_CONN_<ID>``)."""
-        from airflow.sdk.bases.hook import BaseHook
+        """The Airflow connection ``conn_id``: ``AIRFLOW_CONN_<ID>``, a secrets backend, or the metastore (a task
+        asks through Airflow's API; a job's driver that is no task reads the metastore itself).
 
-        conn = BaseHook.get_connection(conn_id)
+        :raises SchemaRegistryConfigError: no such connection, or it has no address (terminal)
+        """
+        from airflow.sdk.bases.hook import BaseHook
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        try:
+            conn = BaseHook.get_connection(conn_id)
+        except AirflowNotFoundException:
+            try:
+                from airflow.models.connection import Connection
+
+                conn = Connection.get_connection_from_secrets(conn_id)
+            except Exception as exc:
+                raise SchemaRegistryConfigError(
+                    conn_id,
+                    f"not found ({type(exc).__name__}: {exc}): create it in Admin > Connections, or set "
+                    f"AIRFLOW_CONN_{conn_id.upper()} in the environment of Airflow and of the jobs",
+                ) from None
         extra = dict(conn.extra_dejson or {})
         settings = {key: str(extra[key]) for key in _TLS_KEYS if extra.get(key)}
         url = extra.get("url")
         if not url:
             if not conn.host:
-                raise SchemaRegistryUnavailableError(conn_id, "the connection has neither extra.url nor a host")
+                raise SchemaRegistryConfigError(conn_id, "it has neither extra.url nor a host: give the registry's URL")
             scheme = "https" if extra.get("protocol") == "https" or settings else "http"
             port = f":{conn.port}" if conn.port else ""
             path = f"/{conn.schema.strip('/')}" if conn.schema else ""
