@@ -276,8 +276,8 @@ def test_an_output_schema_the_registry_refuses_is_a_terminal_error_naming_subjec
 
 @pytest.mark.spark
 @pytest.mark.kafka
-def test_validate_checks_the_subjects_and_that_the_reader_schema_reads_every_version(
-    avro_run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_validate_and_provisioning_check_the_subjects(
+    avro_run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import yaml
     from confluent_kafka.schema_registry import Schema
@@ -321,3 +321,11 @@ def test_validate_checks_the_subjects_and_that_the_reader_schema_reads_every_ver
         f"ok: {paths[3]}",
         "4 specs, 2 invalid",
     ]  # fmt: skip
+    # provisioning warns too (the topics exist: it only checks them)
+    from streamjoin.airflow.operators.provision_topics import ProvisionTopicsOperator
+
+    kafka_conn = {"conn_type": "streamjoin_kafka", "host": "127.0.0.1", "port": int(avro_run.bootstrap.split(":")[1])}
+    monkeypatch.setenv("AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT", json.dumps(kafka_conn))
+    report = ProvisionTopicsOperator(task_id="provision", spec_path=paths[3]).execute(context={})
+    assert report["created"] == [] and report["registry_warnings"] == [lines[-3].split(": ", 2)[2]]
+    assert ProvisionTopicsOperator(task_id="provision", spec_path=paths[0]).execute({})["registry_warnings"] == []
