@@ -7,11 +7,21 @@ Kafka's ``testSelfJoin``) and without (the plain join of a stream with itself); 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from chained_cases import CASES, GENERATED, PAIRS, STREAM_STREAM_SELF_JOIN_INNER, ChainCase
+from chained_cases import (
+    CASES,
+    GENERATED,
+    PAIRS,
+    SELF_JOIN_LEFT_REWRITTEN,
+    SELF_JOIN_RETENTION_EDGE,
+    SELF_JOINS_GENERATED,
+    STREAM_STREAM_SELF_JOIN_INNER,
+    ChainCase,
+)
 from kafka_streams_oracle import OracleRun, kafka_streams_runs, without_dead_letters
 from streamjoin.core.records import Emitted
 from streamjoin.core.reference import ReferenceEngine
@@ -82,3 +92,38 @@ def test_generated_chains_equal_kafka_streams(pair: tuple[Any, Any], generated_r
         )
         + f"\n({len(differing)} cases differ)"
     )
+
+
+def _reference_out(case: ChainCase) -> list[tuple[Any, Any, int]]:
+    return [(r.key, r.value, r.ts) for r in ReferenceEngine(case.spec).replay(case.records) if r.topic == "out"]
+
+
+def _kafka_out(run: OracleRun) -> list[tuple[Any, Any, int]]:
+    assert run.error is None, run.error
+    return [(r.key, r.value, r.ts) for r in run.emitted if r.topic == "out"]
+
+
+def test_generated_self_joins_equal_kafkas_plain_join() -> None:
+    """Inner, left and outer self-joins of random records (20 each): the reference equals Kafka Streams' join of a
+    stream with itself (no topology optimization; KIP-862's rewrite differs, see the next test)."""
+    runs = kafka_streams_runs([(case.spec, case.records, None) for case in SELF_JOINS_GENERATED], optimize=False)
+    differing = [case.name for case, run in zip(SELF_JOINS_GENERATED, runs, strict=True)
+                 if _kafka_out(run) != _reference_out(case)]  # fmt: skip
+    assert not differing and sum(len(_kafka_out(run)) for run in runs) > 100, differing
+
+
+def test_kip_862s_self_join_differs_only_as_documented() -> None:
+    """``self-join-retention-edge`` and ``self-join-kind-rewritten`` (docs/SEMANTICS.md): on a case built for each,
+    Kafka Streams' plain join equals the reference, and the optimized one lacks exactly the documented row."""
+    semantics = (Path(__file__).resolve().parents[2] / "docs" / "SEMANTICS.md").read_text()
+    differences = semantics.split("## Differences from Kafka Streams", 1)[1]
+    assert "`self-join-retention-edge`" in differences and "`self-join-kind-rewritten`" in differences
+    cases = [SELF_JOIN_RETENTION_EDGE, SELF_JOIN_LEFT_REWRITTEN]
+    plain = kafka_streams_runs([(c.spec, c.records, None) for c in cases], optimize=False)
+    optimized = kafka_streams_runs([(c.spec, c.records, None) for c in cases], optimize=True)
+    for case, run in zip(cases, plain, strict=True):
+        assert _kafka_out(run) == _reference_out(case), case.name
+    assert _reference_out(SELF_JOIN_RETENTION_EDGE) == [("B", "p.p", 5), ("B", "q.q", 0)]
+    assert _kafka_out(optimized[0]) == [("B", "p.p", 5)]  # q at streamTime - retention + 1: no self row
+    assert _reference_out(SELF_JOIN_LEFT_REWRITTEN) == [("B", "a.a", 6), ("C", "z.n", 0)]
+    assert _kafka_out(optimized[1]) == [("B", "a.a", 6)]  # the left join ran as the inner self-join
