@@ -29,15 +29,26 @@ from streamjoin.core.reference import ReferenceEngine
 pytestmark = pytest.mark.kafka_streams
 
 
+EDGES = [SELF_JOIN_RETENTION_EDGE, SELF_JOIN_LEFT_REWRITTEN]
+#: the cases Kafka Streams runs with topology optimization (a self-join as KIP-862's), and without
+OPTIMIZED = [*CASES, *GENERATED, *EDGES]
+PLAIN = [STREAM_STREAM_SELF_JOIN_INNER, *SELF_JOINS_GENERATED, *EDGES]
+
+
 @pytest.fixture(scope="module")
-def runs() -> dict[str, OracleRun]:
-    """Every case through Kafka Streams (one JVM per optimization setting)."""
-    cases = [(case.spec, case.records, None) for case in CASES]
-    optimized = kafka_streams_runs(cases)
-    plain = kafka_streams_runs([(STREAM_STREAM_SELF_JOIN_INNER.spec, STREAM_STREAM_SELF_JOIN_INNER.records, None)],
-                               optimize=False)  # fmt: skip
-    out = {case.name: run for case, run in zip(CASES, optimized, strict=True)}
-    out[f"{STREAM_STREAM_SELF_JOIN_INNER.name}-unoptimized"] = plain[0]
+def all_runs() -> dict[tuple[str, bool], OracleRun]:
+    """Every case through Kafka Streams, by (case name, optimized): one JVM per optimization setting."""
+    out: dict[tuple[str, bool], OracleRun] = {}
+    for optimize, cases in ((True, OPTIMIZED), (False, PLAIN)):
+        runs = kafka_streams_runs([(case.spec, case.records, None) for case in cases], optimize=optimize)
+        out |= {(case.name, optimize): run for case, run in zip(cases, runs, strict=True)}
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(all_runs: dict[tuple[str, bool], OracleRun]) -> dict[str, OracleRun]:
+    out = {case.name: all_runs[(case.name, True)] for case in CASES}
+    out[f"{STREAM_STREAM_SELF_JOIN_INNER.name}-unoptimized"] = all_runs[(STREAM_STREAM_SELF_JOIN_INNER.name, False)]
     return out
 
 
@@ -65,8 +76,8 @@ def test_reference_equals_kafka_streams_record_for_record(case: ChainCase, run_n
 
 
 @pytest.fixture(scope="module")
-def generated_runs() -> list[OracleRun]:
-    return kafka_streams_runs([(case.spec, case.records, None) for case in GENERATED])
+def generated_runs(all_runs: dict[tuple[str, bool], OracleRun]) -> list[OracleRun]:
+    return [all_runs[(case.name, True)] for case in GENERATED]
 
 
 @pytest.mark.parametrize("pair", PAIRS, ids=lambda pair: f"{pair[0].value}+{pair[1].value}")
@@ -103,25 +114,24 @@ def _kafka_out(run: OracleRun) -> list[tuple[Any, Any, int]]:
     return [(r.key, r.value, r.ts) for r in run.emitted if r.topic == "out"]
 
 
-def test_generated_self_joins_equal_kafkas_plain_join() -> None:
+def test_generated_self_joins_equal_kafkas_plain_join(all_runs: dict[tuple[str, bool], OracleRun]) -> None:
     """Inner, left and outer self-joins of random records (20 each): the reference equals Kafka Streams' join of a
     stream with itself (no topology optimization; KIP-862's rewrite differs, see the next test)."""
-    runs = kafka_streams_runs([(case.spec, case.records, None) for case in SELF_JOINS_GENERATED], optimize=False)
+    runs = [all_runs[(case.name, False)] for case in SELF_JOINS_GENERATED]
     differing = [case.name for case, run in zip(SELF_JOINS_GENERATED, runs, strict=True)
                  if _kafka_out(run) != _reference_out(case)]  # fmt: skip
     assert not differing and sum(len(_kafka_out(run)) for run in runs) > 100, differing
 
 
-def test_kip_862s_self_join_differs_only_as_documented() -> None:
+def test_kip_862s_self_join_differs_only_as_documented(all_runs: dict[tuple[str, bool], OracleRun]) -> None:
     """``self-join-retention-edge`` and ``self-join-kind-rewritten`` (docs/SEMANTICS.md): on a case built for each,
     Kafka Streams' plain join equals the reference, and the optimized one lacks exactly the documented row."""
     semantics = (Path(__file__).resolve().parents[2] / "docs" / "SEMANTICS.md").read_text()
     differences = semantics.split("## Differences from Kafka Streams", 1)[1]
     assert "`self-join-retention-edge`" in differences and "`self-join-kind-rewritten`" in differences
-    cases = [SELF_JOIN_RETENTION_EDGE, SELF_JOIN_LEFT_REWRITTEN]
-    plain = kafka_streams_runs([(c.spec, c.records, None) for c in cases], optimize=False)
-    optimized = kafka_streams_runs([(c.spec, c.records, None) for c in cases], optimize=True)
-    for case, run in zip(cases, plain, strict=True):
+    plain = [all_runs[(case.name, False)] for case in EDGES]
+    optimized = [all_runs[(case.name, True)] for case in EDGES]
+    for case, run in zip(EDGES, plain, strict=True):
         assert _kafka_out(run) == _reference_out(case), case.name
     assert _reference_out(SELF_JOIN_RETENTION_EDGE) == [("B", "p.p", 5), ("B", "q.q", 0)]
     assert _kafka_out(optimized[0]) == [("B", "p.p", 5)]  # q at streamTime - retention + 1: no self row
