@@ -56,6 +56,8 @@ class ChainCase:
     final: dict[Any, Any] | None = None
     #: the last join result Kafka's test expects (value, ts), where it checks only that
     last: tuple[Any, int] | None = None
+    #: a generated case's group (its stage shapes)
+    group: str = ""
     source: str = ""
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
@@ -599,9 +601,26 @@ CLICKS_REGIONS_PRODUCTS = ChainCase(
     ),
 )
 
+STAGE_CLOCKS = ChainCase(
+    name="stream_table_stream_left_left_stage_clocks",
+    source="streamjoin's own: each stage keeps its own stream time (Kafka: each join's time tracker), so a table "
+    "record at 100 s does not close stage 2's windows: the click at 10 s waits there for its view",
+    spec=_spec(
+        "stage_clocks",
+        {"clicks": {"topic": "clicks", "role": "stream"}, "regions": {"topic": "regions", "role": "table"},
+         "views": {"topic": "views", "role": "stream"}},
+        [{"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions",
+          "joiner": {"function": "chained_cases:chain_joiner"}},
+         {"shape": "stream-stream", "kind": "left", "right": "views", "window": {"before": "2ms", "after": "2ms"},
+          "joiner": {"function": "chained_cases:chain_joiner"}}],
+    ),
+    records=_records([("regions", "A", "eu", 100), ("clicks", "A", "c", 10), ("views", "A", "v", 11)]),
+    expected=((), (), (("c.eu.v", 11),)),
+)  # fmt: skip
+
 #: every case the oracle runs (the self-join twice there: with and without topology optimization)
 CASES = [STREAM_STREAM_STREAM_INNER_INNER, STREAM_STREAM_SELF_JOIN_INNER, *TABLE_TABLE_TABLE, TABLE_FK_FK_INNER_INNER,
-         CLICKS_REGIONS_PRODUCTS]  # fmt: skip
+         CLICKS_REGIONS_PRODUCTS, STAGE_CLOCKS]  # fmt: skip
 
 
 # --- generated two-stage chains (the differential check of chaining itself) --------------------------------------
@@ -612,7 +631,7 @@ PAIRS = [
     for second, second_traits in SHAPES.items()
     if second_traits.left is (Role.TABLE if first_traits.table_result else Role.STREAM)
 ]
-GENERATED_PER_PAIR = 24
+GENERATED_PER_PAIR = 16
 
 
 def chain_joiner(key: Any, left: Any, right: Any) -> str:
@@ -630,61 +649,87 @@ def _selects(shape: Shape) -> bool:
     return shape in (Shape.STREAM_GLOBALTABLE, Shape.TABLE_TABLE_FK)
 
 
-def generated(first: Shape, second: Shape, seed: int) -> ChainCase:
-    """A reproducible two-stage chain of ``first`` then ``second`` with random kinds and records: several keys,
-    matches and misses, tombstones, out-of-order timestamps beyond the windows, null keys where no stream-stream
-    stage would see them. It stays clear of the documented differences' triggers (a stream-stream stage is inner
-    and sees no null key or value: ``dropped-record-time``, ``held-non-joined``), so each case must equal Kafka."""
-    rng = random.Random(f"{first.value}/{second.value}/{seed}")
-    windowed = Shape.STREAM_STREAM in (first, second)
+def _follows(shape: Shape) -> list[Shape]:
+    """The shapes a stage may have after a stage of ``shape``."""
+    result = Role.TABLE if SHAPES[shape].table_result else Role.STREAM
+    return [following for following, traits in SHAPES.items() if traits.left is result]
+
+
+def _group(shapes: tuple[Shape, ...], versioned: bool) -> str:
+    return "+".join(shape.value for shape in shapes) + ("~versioned" if versioned else "")
+
+
+def generated(shapes: tuple[Shape, ...], seed: int, versioned: bool = False) -> ChainCase:
+    """A reproducible chain of ``shapes`` with random kinds and records: several keys, matches and misses,
+    tombstones, out-of-order timestamps beyond the windows, null keys where no stream-stream stage would see them;
+    ``versioned``: the tables keep 6 ms of history and a stream-table stage has a grace of 2 ms (and no null keys).
+    It stays clear of the documented differences' triggers (a stream-stream stage is inner and sees no null key or
+    value: ``dropped-record-time``, ``held-non-joined``), so each case must equal Kafka."""
+    rng = random.Random("/".join(shape.value for shape in shapes) + f"/{seed}" + ("/versioned" if versioned else ""))
+    windowed = Shape.STREAM_STREAM in shapes
+    rights = ["r", "c", "d"][: len(shapes)]
     stages: list[dict[str, Any]] = []
-    for index, shape in enumerate((first, second)):
+    for index, shape in enumerate(shapes):
         kinds = sorted(k.value for k in SHAPES[shape].kinds)
         kind = "inner" if shape is Shape.STREAM_STREAM else rng.choice(kinds)
-        stage: dict[str, Any] = {"shape": shape.value, "kind": kind, "right": "r" if index == 0 else "c",
+        stage: dict[str, Any] = {"shape": shape.value, "kind": kind, "right": rights[index],
                                  "joiner": {"function": f"{_FK}chain_joiner"}}  # fmt: skip
         if index == 0:
             stage["left"] = "l"
         if shape is Shape.STREAM_STREAM:
             stage |= {"window": {"before": "4ms", "after": "2ms"}, "grace": "1ms"}
+        if shape is Shape.STREAM_TABLE and versioned:
+            stage["grace"] = "2ms"
         if shape is Shape.STREAM_GLOBALTABLE:
             stage["key_selector"] = {"function": f"{_FK}points_at"}
         if shape is Shape.TABLE_TABLE_FK:
             stage["foreign_key"] = {"function": f"{_FK}points_at"}
         stages.append(stage)
-    roles = {"l": SHAPES[first].left, "r": SHAPES[first].right, "c": SHAPES[second].right}
-    spec = _spec(f"chain_{seed}", {name: {"topic": name, "role": role.value} for name, role in roles.items()}, stages)
-    selected = {"r": _selects(first), "c": _selects(second)}
+    roles = {"l": SHAPES[shapes[0]].left} | {
+        name: SHAPES[shape].right for name, shape in zip(rights, shapes, strict=True)
+    }
+    inputs: dict[str, Any] = {name: {"topic": name, "role": role.value} for name, role in roles.items()}
+    if versioned:
+        for entry in inputs.values():
+            if entry["role"] == Role.TABLE.value:
+                entry["versioned"] = {"history_retention": "6ms"}
+    spec = _spec(f"chain_{seed}", inputs, stages)
+    selected = {name: _selects(shape) for name, shape in zip(rights, shapes, strict=True)}
+    pool = "llrrc" if len(shapes) == 2 else "lllrrccdd"
     records: list[tuple[str, Any, Any, int]] = []
     clock = rng.randint(0, 3)
-    for _ in range(rng.randint(8, 22)):
+    dense = len(shapes) > 2  # more records on fewer keys: three windowed stages still match
+    for _ in range(rng.randint(16, 30) if dense else rng.randint(8, 22)):
         draw = rng.random()
         if draw < 0.15 and clock > 0:
             ts = max(0, clock - rng.randint(1, 12))
-        elif draw < 0.25:
+        elif draw < (0.2 if dense else 0.25):
             clock += rng.randint(8, 14)
             ts = clock
         else:
-            clock += rng.randint(0, 3)
+            clock += rng.randint(0, 1 if dense else 3)
             ts = clock
-        name = rng.choice("llrrc")
+        name = rng.choice(pool)
         stream = roles[name] is Role.STREAM
-        key: Any = rng.choice("xxyyw") if selected.get(name) else rng.choice("AABBC")
-        if stream and not windowed and rng.random() < 0.1:
-            key = None  # KIP-962 on a kept side, else a null-key dead letter (stage 1 or 2)
+        key: Any = rng.choice("xxyyw") if selected.get(name) else rng.choice("AAB" if dense else "AABBC")
+        if stream and not windowed and not versioned and rng.random() < 0.1:
+            key = None  # KIP-962 on a kept side, else a null-key dead letter
         value: Any = rng.choice("xyzn") + rng.choice(["", "1"]) if name == "l" else rng.choice("pqxy") + str(ts)
         if rng.random() < (0.0 if stream and windowed else 0.1 if stream else 0.2):
             value = None
         records.append((name, key, value, ts))
-    return ChainCase(
-        name=f"{first.value}+{second.value}-{seed}",
-        spec=spec,
-        records=_records(records),
-        source="generated",
-    )
+    group = _group(shapes, versioned)
+    return ChainCase(name=f"{group}-{seed}", spec=spec, records=_records(records), source="generated", group=group)
 
 
-GENERATED = [generated(first, second, seed) for first, second in PAIRS for seed in range(GENERATED_PER_PAIR)]
+#: (stage shapes, versioned, cases): every stage pair (plain and versioned) and every three-stage chain
+CHAINS: list[tuple[tuple[Shape, ...], bool, int]] = (
+    [(pair, False, GENERATED_PER_PAIR) for pair in PAIRS]
+    + [(pair, True, 8) for pair in PAIRS if Role.TABLE in (SHAPES[pair[0]].right, SHAPES[pair[1]].right)]
+    + [((*pair, third), False, 5) for pair in PAIRS for third in _follows(pair[1])]
+)
+GROUPS = [_group(shapes, versioned) for shapes, versioned, _ in CHAINS]
+GENERATED = [generated(shapes, seed, versioned) for shapes, versioned, count in CHAINS for seed in range(count)]
 
 
 def _self_join_spec(kind: str, before: int, after: int, grace: int) -> PipelineSpec:
