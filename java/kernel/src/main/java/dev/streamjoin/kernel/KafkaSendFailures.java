@@ -17,9 +17,9 @@ import org.apache.kafka.common.errors.RecordTooLargeException;
  * Terminal, what a person must fix first (a restart fails the same way): credentials refused, the user not
  * allowed to write the topic, a record larger than the topic takes, a topic name or a record the broker
  * refuses. Anything else is transient, a restart from the checkpoint may help: Kafka's
- * {@code RetriableException}s (timeouts, a lost connection, a topic or leader not known yet: Kafka counts
- * {@code UnknownTopicOrPartitionException} as retriable, so is it here), and every error not known to be
- * permanent.
+ * {@code RetriableException}s (timeouts, a lost connection, a leader not known yet; a topic missing from the
+ * metadata too, as Kafka counts {@code UnknownTopicOrPartitionException} and the metadata wait's timeout: the
+ * restarted job's topic check then says whether it is gone), and every error not known to be permanent.
  *
  * <p>An instance follows one task's sends: a callback per topic keeps the first failed send and its topic.
  */
