@@ -140,3 +140,14 @@ def test_a_registry_connection_gives_url_basic_auth_and_tls(monkeypatch: pytest.
     monkeypatch.setenv("AIRFLOW_CONN_SR_NONE", json.dumps({"conn_type": "http"}))
     with pytest.raises(SchemaRegistryConfigError, match=r"'sr_none': it has neither extra\.url nor a host"):
         RegistryConfig.from_connection("sr_none")
+
+
+def test_a_reader_schema_spark_cannot_map_is_a_terminal_error_naming_the_subject() -> None:
+    from streamjoin.kafka.schema_registry import AvroSchemas
+    from streamjoin.spark.serde import reader_type
+
+    union = {"type": "record", "name": "U", "fields": [{"name": "x", "type": ["null", "long", "string"]}]}
+    with pytest.raises(SpecError) as caught:
+        reader_type(AvroSchemas("clicks-value", json.dumps(union), ()))
+    assert caught.value.path == "reader schema of subject 'clicks-value'" and not caught.value.transient
+    assert "an Avro union of one type and null is supported, not ['null', 'long', 'string']" in str(caught.value)

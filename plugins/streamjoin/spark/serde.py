@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from streamjoin.core.avro import wire_header
+from streamjoin.core.errors import SpecError
 from streamjoin.core.join_plan import UNDECODABLE
 from streamjoin.core.spec import FieldType, Format, Serde, Sink
 
@@ -39,7 +40,7 @@ def spark_type(serde: Serde, avro: AvroSchemas | None = None) -> T.DataType:
         return T.LongType()
     if serde.format is Format.AVRO:
         assert avro is not None, "an Avro serde decodes with its batch's schemas"
-        return avro_spark_type(json.loads(avro.reader))
+        return reader_type(avro)
     assert serde.fields is not None
     return T.StructType([T.StructField(name, _SPARK_TYPES[ftype]) for name, ftype in serde.fields.items()])
 
@@ -90,6 +91,7 @@ def _decode_avro(raw: Column, avro: AvroSchemas) -> tuple[Column, Column]:
     schema_id = F.conv(F.hex(F.substring(raw, 2, 4)), 16, 10).cast("long")
     payload = F.substring(raw, 6, 1 << 30)
     wire = (F.length(raw) >= 5) & (F.hex(F.substring(raw, 1, 1)) == F.lit("00"))
+    reader_type(avro)  # a reader schema spark-avro cannot map fails here, naming the subject
     reader = json.loads(avro.reader)
     record = isinstance(reader, dict) and reader.get("type") == "record"
     if record:
@@ -119,6 +121,20 @@ def _decode_avro(raw: Column, avro: AvroSchemas) -> tuple[Column, Column]:
                                        F.lit(f" of subject {avro.subject!r} (malformed or truncated payload)")))
     )  # fmt: skip
     return value, error
+
+
+def reader_type(avro: AvroSchemas) -> T.DataType:
+    """The Spark type of ``avro``'s reader schema.
+
+    :raises SpecError: a schema this engine cannot map (terminal: names the subject and the type)
+    """
+    try:
+        return avro_spark_type(json.loads(avro.reader))
+    except ValueError as exc:
+        raise SpecError(
+            "<schema registry>", f"reader schema of subject {avro.subject!r}", avro.reader,
+            f"an Avro record whose types map to Spark's ({exc}); give the input a reader_schema that does",
+        ) from None  # fmt: skip
 
 
 @dataclass(frozen=True)
