@@ -23,7 +23,7 @@ The first run of each pays its JVM's warm-up (cold), the last is the steady stat
 printed, with the ratio streamjoin / Kafka Streams of the same run.
 
 Variants (``--variants``) and their Kafka Streams counterparts (``bench/kafka-streams``): ``baseline``
-(streamjoin's job shape, Kafka batch reads of offset ranges and the Kafka sink, copying the clicks / a
+(streamjoin's job shape, Kafka batch reads of offset ranges and the kernel's Kafka writer, copying the clicks / a
 ``stream(clicks).to(out)`` topology), ``join`` (clicks leftJoin regions), ``join/eos`` (the same, exactly
 once: ``output.delivery: exactly_once`` / ``processing.guarantee=exactly_once_v2``; outputs read committed),
 ``table-table`` (the clicks read as a table, each user's latest count, left-joined with the regions table;
@@ -41,7 +41,7 @@ window, inner). Rates are input records per second over a backlog (streamjoin: `
 Per-batch times come from the job's ``streamjoin batch {...}`` lines: batches without join results (the
 table being loaded) apart from the others, against the table's size (``--users``, e.g. 10_000_000).
 
-Latency: Kafka timestamp of the output record (set when Spark's sink sends it) minus the click's timestamp
+Latency: Kafka timestamp of the output record (set when the kernel's writer sends it) minus the click's timestamp
 (set by the producer when it sends it), at ``--latency-rate`` clicks/s, the job running (not
 available-now); its output is checked too (count and per-region sums).
 
@@ -208,7 +208,7 @@ def run_job(spark: Any, spec: Any, bootstrap: str, checkpoint: str) -> tuple[flo
 
 def run_baseline(spark: Any, topic: str, out_topic: str, bootstrap: str, max_per_trigger: int) -> tuple[float, int]:
     """The job's shape with no join: batches of at most ``max_per_trigger`` offsets (split evenly over the
-    partitions), each one read with Spark's Kafka batch source and written with the job's Kafka sink."""
+    partitions), each one read with Spark's Kafka batch source and written with the job's Kafka writer."""
     from pyspark.sql import functions as F
 
     from streamjoin.kafka.clients import end_offsets
