@@ -153,7 +153,11 @@ def avro_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
     """
     from streamjoin.kafka.schema_registry import register_output
 
-    schema = json.dumps(avro_schema(value_type, sink.record_name), separators=(",", ":"))
+    try:
+        schema = json.dumps(avro_schema(value_type, sink.record_name), separators=(",", ":"))
+    except ValueError as exc:
+        raise SpecError("<spec>", "join.joiner.select", value_type.simpleString(),
+                        f"a value Avro can hold for output {sink.topic!r} ({exc})") from None  # fmt: skip
     return AvroOutput(register_output(sink, schema), schema)
 
 
