@@ -645,6 +645,15 @@ def points_at(key: Any, value: Any) -> str | None:
     return None if str(value)[:1] == "n" else str(value)[:1]
 
 
+def last_side(key: Any, value: str) -> str:
+    """A generated chain's aggregate group: the first letter of its last right side (``n``: none)."""
+    return value.rsplit(".", 1)[-1][:1]
+
+
+def length(key: Any, value: str) -> int:
+    return len(value)
+
+
 def _selects(shape: Shape) -> bool:
     return shape in (Shape.STREAM_GLOBALTABLE, Shape.TABLE_TABLE_FK)
 
@@ -693,7 +702,14 @@ def generated(shapes: tuple[Shape, ...], seed: int, versioned: bool = False) -> 
         for entry in inputs.values():
             if entry["role"] == Role.TABLE.value:
                 entry["versioned"] = {"history_retention": "6ms"}
-    spec = _spec(f"chain_{seed}", inputs, stages)
+    aggregate: dict[str, Any] = {}
+    if rng.random() < 0.5:  # counted or summed per the last stage's right side (subtract-then-add after a table)
+        reduce = rng.choice(["count", "sum"])
+        aggregate = {"aggregate": {"group_by": {"function": f"{_FK}last_side"}, "reduce": reduce,
+                                   "output": {"topic": "agg", "value_format": "long"}}}  # fmt: skip
+        if reduce == "sum":
+            aggregate["aggregate"]["value"] = {"function": f"{_FK}length"}
+    spec = _spec(f"chain_{seed}", inputs, stages, **aggregate)
     selected = {name: _selects(shape) for name, shape in zip(rights, shapes, strict=True)}
     pool = "llrrc" if len(shapes) == 2 else "lllrrccdd"
     records: list[tuple[str, Any, Any, int]] = []
