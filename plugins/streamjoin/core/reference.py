@@ -238,14 +238,14 @@ class ReferenceEngine:
             self._source_update = table_table.apply(self._side_table(inp, record.partition), record)
             self.counters["late_dropped"] += self._source_update.late
         out: list[Emitted] = []
-        dead: list[Emitted] = []
+        own: Emitted | None = None  # this record's dead letter, once: several stages or sides may drop it
         for stage, side, role in routes:
             for row in self._feed(stage, record, side, role):
-                if row.topic == self.spec.dead_letter_topic and row in dead:
-                    self.counters["dead_lettered"] -= 1  # dropped by another stage or side too: one dead letter
-                    continue
-                if row.topic == self.spec.dead_letter_topic:
-                    dead.append(row)
+                if dict(row.headers).get("source_topic") == record.topic and row.topic == self.spec.dead_letter_topic:
+                    if own is not None:
+                        self.counters["dead_lettered"] -= 1
+                        continue
+                    own = row
                 out.append(row)
         self.counters["emitted"] += sum(row.topic != self.spec.dead_letter_topic for row in out)
         return out
