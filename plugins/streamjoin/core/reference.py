@@ -13,6 +13,9 @@ or by dotted path.
 
 State is per task: a record's task is its partition (co-partitioned inputs), so one-partition replays
 have one task. The global table, the foreign-key join and the aggregation keep one state for all tasks.
+
+A spec of several join stages (``joins:``) or a stream-stream self-join runs each stage with its own state and
+clocks, a stage's results feeding the next one (docs/SEMANTICS.md section 11; :class:`Stage`).
 """
 
 from __future__ import annotations
