@@ -81,13 +81,14 @@ def _cleanup(bootstrap: str, spec: PipelineSpec) -> None:
     delete_topics({"bootstrap.servers": bootstrap}, plan_topics(spec).names, timeout=15)
 
 
-def test_a_missing_output_topic_is_terminal_at_start(
-    spark: Any, kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("missing", ["output", "input-stream"])
+def test_a_missing_topic_is_terminal_at_start(
+    missing: str, spark: Any, kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec, path = _spec(tmp_path)
-    assert spec.output.topic is not None
     plan = plan_topics(spec)
-    others = tuple(t for t in plan.topics if t.name != spec.output.topic)
+    topic = next(t.name for t in plan.topics if t.role.value == missing)
+    others = tuple(t for t in plan.topics if t.name != topic)
     ensure_topics({"bootstrap.servers": kafka_bootstrap}, dataclasses.replace(plan, topics=others))
     try:
         code = _run(spark, path, kafka_bootstrap, tmp_path, monkeypatch)
@@ -95,7 +96,7 @@ def test_a_missing_output_topic_is_terminal_at_start(
         _cleanup(kafka_bootstrap, spec)
     failure = _failure(tmp_path)
     assert (code, failure.error, failure.transient) == (EXIT_TERMINAL, "MissingTopicError", False), failure
-    assert f"topic '{spec.output.topic}' (output) does not exist" in failure.message
+    assert f"topic '{topic}' ({missing}) does not exist" in failure.message
     assert "provision_topics" in failure.message  # what to do
     assert PipelineFiles(tmp_path / "ck").status() is None  # no batch ran
 

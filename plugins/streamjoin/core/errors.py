@@ -190,9 +190,8 @@ class KafkaAuthenticationError(StreamJoinError):
 
 
 class MissingTopicError(StreamJoinError):
-    """A topic the job writes (its output, aggregate output, dead letters or batch markers) does not exist.
-    Terminal: the job checks at start; without it every write task would wait for the topic's metadata, fail,
-    and the job restart, forever."""
+    """A topic the job reads or writes (an input, its output, aggregate output, dead letters or batch markers) does
+    not exist. Terminal: the job checks at start; without it the job would fail on it and restart, forever."""
 
     def __init__(self, topic: str, role: str, where: str) -> None:
         self.topic, self.role, self.where = topic, role, where

@@ -286,7 +286,7 @@ class StreamJob:
         :raises MissingTopicError: a topic the job writes does not exist (terminal, before any batch).
         """
         jvm_plan(self.spark, self.spec)
-        check_output_topics(self.kafka, self.spec)
+        check_topics(self.kafka, self.spec)
         self.lease.acquire()
         stop = threading.Event()
         renewer = threading.Thread(target=self._renew, args=(stop,), name="streamjoin-lease", daemon=True)
@@ -421,26 +421,29 @@ class StreamJob:
 
 
 #: the roles of the topics a job writes (``core.topic_plan``: which those are for a spec)
-WRITTEN_ROLES = frozenset({TopicRole.OUTPUT, TopicRole.OUTPUT_TABLE, TopicRole.AGGREGATE_OUTPUT,
+#: the topics the job reads or writes (the repartition topics are the copy's, checked where it runs)
+CHECKED_ROLES = frozenset({TopicRole.INPUT_STREAM, TopicRole.INPUT_TABLE, TopicRole.INPUT_GLOBAL_TABLE,
+                           TopicRole.OUTPUT, TopicRole.OUTPUT_TABLE, TopicRole.AGGREGATE_OUTPUT,
                            TopicRole.DEAD_LETTER, TopicRole.BATCH_MARKERS})  # fmt: skip
 
 
-def output_topics(spec: PipelineSpec) -> dict[str, str]:
-    """The topics the job writes, each with its role (as :func:`~streamjoin.core.topic_plan.plan_topics` plans
-    them; the repartition topics are the copy's, checked where it runs)."""
-    return {t.name: t.role.value for t in plan_topics(spec).topics if t.role in WRITTEN_ROLES}
+def job_topics(spec: PipelineSpec) -> dict[str, str]:
+    """The topics the job reads and writes, each with its role (as :func:`~streamjoin.core.topic_plan.plan_topics`
+    plans them)."""
+    return {t.name: t.role.value for t in plan_topics(spec).topics if t.role in CHECKED_ROLES}
 
 
-def check_output_topics(kafka: KafkaOffsets, spec: PipelineSpec) -> None:
-    """Every topic the job writes exists. Without this check each write task of the first batch would wait
-    for the missing topic's metadata (60 s), fail, and the job restart forever.
+def check_topics(kafka: KafkaOffsets, spec: PipelineSpec) -> None:
+    """Every topic the job reads or writes exists. Without this check a missing input would fail the batch
+    plan, and each write task of the first batch would wait for a missing output's metadata (60 s), fail, and
+    the job restart forever.
 
     :raises MissingTopicError: a topic does not exist (terminal: it must be created)
     :raises TopicProvisionError: the connection may not describe it (terminal: grant it)
     :raises KafkaUnavailableError: no answer from the cluster (transient)
     """
     where = kafka.cluster.describe()
-    for topic, role in sorted(output_topics(spec).items()):
+    for topic, role in sorted(job_topics(spec).items()):
         try:
             info = kafka.admin.list_topics(topic=topic, timeout=kafka.timeout).topics.get(topic)
         except KafkaException as exc:
