@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -172,6 +173,10 @@ def test_the_kernel_refuses_a_chain_or_a_self_join_at_plan_time() -> None:
                        r"\(joins\[1\]: stream-table inner of stage1 with products\)") as caught:  # fmt: skip
         JoinPlan.of(chain)
     assert not caught.value.transient
+    from streamjoin.spark.reprocess import reprocess_day
+
+    with pytest.raises(ReferenceOnlyError, match="chained joins"):  # before it reads anything
+        reprocess_day(None, chain, None, None, home=Path("/nonexistent"))  # type: ignore[arg-type]
     self_join = {"shape": "stream-stream", "kind": "inner", "left": "clicks", "right": "clicks", "window": WINDOW}
     with pytest.raises(ReferenceOnlyError, match="self-joins run in the reference engine only for now: input 'clicks'"):
         JoinPlan.of(parse_spec(_spec(join=self_join)))

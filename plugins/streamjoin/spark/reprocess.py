@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from streamjoin.core.backfill import BackfillPlan, partition_location
 from streamjoin.core.batch_plan import by_topic, plan_batch
+from streamjoin.core.join_plan import JoinPlan
 from streamjoin.core.ordering import source_orders
 from streamjoin.core.plans import durable_root, location
 from streamjoin.core.publish import PAUSE_ENV, staged_location, staging_path, swap_in
@@ -104,6 +105,7 @@ def reprocess_day(
     size, memory bounded by the batch); publish the enriched output (and the aggregate's updates of the
     day) unless ``dry_run``; with ``stage``, into ``daily/_staging/date=D`` instead, for its check to decide
     (``core/publish.py``)."""
+    JoinPlan.of(spec)  # a spec the kernel does not run yet is refused before any read (terminal)
     started = time.monotonic()
     kafka = KafkaOffsets(bootstrap)
     # a repartitioned input is read from its internal topic, as the stream read it
