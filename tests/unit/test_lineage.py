@@ -47,3 +47,23 @@ def test_the_jobs_owner_reports_the_streaming_jobs_lineage() -> None:
     assert {d.name for d in lineage.inputs} == {"orders", "products"}
     assert {d.name for d in lineage.outputs} >= {"orders-with-products", "orders-products-dlq"}
     assert lineage.job_facets["streamjoin_join"].shape == "table-table-fk"
+
+
+def test_a_chained_pipeline_lists_every_input_and_every_stage(tmp_path: Path) -> None:
+    from streamjoin.core.spec import parse_spec
+
+    inputs = {name: {"topic": name, "role": role} for name, role in
+              [("clicks", "stream"), ("regions", "table"), ("products", "table")]}  # fmt: skip
+    chain = parse_spec({
+        "name": "chain", "inputs": inputs, "output": {"topic": "out"}, "dead_letter_topic": "dlq",
+        "joins": [{"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions"},
+                  {"shape": "stream-table", "kind": "inner", "right": "products"}],
+    }, "chain.yaml")  # fmt: skip
+    lineage = spec_lineage(chain, "k:9092", home=tmp_path)
+    assert {d.name for d in lineage.inputs} == {"clicks", "regions", "products"}
+    assert [(s["left"], s["right"]["input"], s["kind"]) for s in lineage.join["stages"]] == [
+        ({"input": "clicks", "topic": "clicks", "role": "stream"}, "regions", "left"),
+        ({"stage": "stage1"}, "products", "inner"),
+    ]
+    assert (lineage.join["kind"], lineage.join["left"], lineage.join["right"]["topic"]) == (
+        "inner", {"stage": "stage1"}, "products")  # fmt: skip

@@ -41,29 +41,42 @@ def kafka_namespace(bootstrap: str) -> str:
 
 
 def join_facts(spec: PipelineSpec) -> dict[str, Any]:
-    """The join as a job facet: shape, kind, sides, window, grace, joiner and aggregate, from the spec."""
-    join = spec.join
-    facts: dict[str, Any] = {
-        "pipeline": spec.name,
-        "shape": join.shape.value,
-        "kind": join.kind.value,
-        "left": {"input": join.left, "topic": spec.left.topic, "role": spec.left.role.value},
-        "right": {"input": join.right, "topic": spec.right.topic, "role": spec.right.role.value},
-        "grace_ms": join.grace,
-        "joiner": join.joiner.model_dump(mode="json", exclude_none=True) or {"default": "{left, right}"},
-    }
-    if join.window is not None:
-        facts["window_ms"] = {"before": join.window.before, "after": join.window.after}
-    for name in ("key_selector", "foreign_key"):
-        projection = getattr(join, name)
-        if projection is not None:
-            facts[name] = projection.model_dump(mode="json", exclude_none=True)
+    """The join as a job facet: shape, kind, sides, window, grace, joiner and aggregate, from the spec; a
+    pipeline of several join stages gives the last one's at the top and every stage's under ``stages``."""
+    stages = [_stage_facts(spec, index) for index in range(len(spec.stages))]
+    facts: dict[str, Any] = {"pipeline": spec.name, **stages[-1]}
+    if spec.chained:
+        facts["stages"] = stages
     if spec.aggregate is not None:
         facts["aggregate"] = {
             "reduce": spec.aggregate.reduce.value,
             "emit": spec.aggregate.emit.value,
             "group_by": spec.aggregate.group_by.model_dump(mode="json", exclude_none=True),
         }
+    return facts
+
+
+def _stage_facts(spec: PipelineSpec, index: int) -> dict[str, Any]:
+    """Join stage ``index``: its shape, kind, sides (a later stage's left is the previous stage), window, grace,
+    joiner and projections."""
+    join = spec.stages[index]
+    left = spec.inputs.get(join.left) if index == 0 else None
+    right = spec.inputs[join.right]
+    facts: dict[str, Any] = {
+        "shape": join.shape.value,
+        "kind": join.kind.value,
+        "left": {"stage": join.left} if left is None else
+                {"input": join.left, "topic": left.topic, "role": left.role.value},
+        "right": {"input": join.right, "topic": right.topic, "role": right.role.value},
+        "grace_ms": join.grace,
+        "joiner": join.joiner.model_dump(mode="json", exclude_none=True) or {"default": "{left, right}"},
+    }  # fmt: skip
+    if join.window is not None:
+        facts["window_ms"] = {"before": join.window.before, "after": join.window.after}
+    for name in ("key_selector", "foreign_key"):
+        projection = getattr(join, name)
+        if projection is not None:
+            facts[name] = projection.model_dump(mode="json", exclude_none=True)
     return facts
 
 
