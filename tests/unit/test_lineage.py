@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import date
 from pathlib import Path
 
@@ -20,7 +21,10 @@ def test_kafka_namespace_is_the_first_bootstrap_server() -> None:
 def test_the_join_job_reads_the_input_topics_and_writes_topics_files_and_dead_letters(tmp_path: Path) -> None:
     lineage = spec_lineage(SPEC, "k:9092", home=tmp_path)
     kafka = "kafka://k:9092"
-    assert set(lineage.inputs) == {DatasetRef(kafka, "orders"), DatasetRef(kafka, "products")}
+    assert set(lineage.inputs) == {
+        DatasetRef(kafka, "orders", (("key", "string"), ("value.product", "string"), ("value.qty", "long"))),
+        DatasetRef(kafka, "products", (("key", "string"), ("value", "string"))),
+    }
     assert set(lineage.outputs) == {
         DatasetRef(kafka, "orders-with-products"),
         DatasetRef("file", str(tmp_path / "var/output/orders_with_products")),
@@ -34,7 +38,7 @@ def test_a_reprocessed_day_writes_its_day_partition_only(tmp_path: Path) -> None
     assert lineage.outputs == (
         DatasetRef("file", str(tmp_path / "var/output/orders_with_products/daily/date=2026-11-23")),
     )
-    assert set(lineage.inputs) == {DatasetRef("kafka://k:9092", "orders"), DatasetRef("kafka://k:9092", "products")}
+    assert {d.name for d in lineage.inputs} == {"orders", "products"}
 
 
 def test_the_jobs_owner_reports_the_streaming_jobs_lineage() -> None:
@@ -44,7 +48,10 @@ def test_the_jobs_owner_reports_the_streaming_jobs_lineage() -> None:
 
     owner = SuperviseStreamJoinOperator(task_id="own_job", spec_path="include/pipelines/orders_products.yaml")
     lineage = owner.get_openlineage_facets_on_start()
-    assert {d.name for d in lineage.inputs} == {"orders", "products"}
+    assert {d.name: [(f.name, f.type) for f in d.facets["schema"].fields] for d in lineage.inputs} == {
+        "orders": [("key", "string"), ("value.product", "string"), ("value.qty", "long")],
+        "products": [("key", "string"), ("value", "string")],
+    }
     assert {d.name for d in lineage.outputs} >= {"orders-with-products", "orders-products-dlq"}
     assert lineage.job_facets["streamjoin_join"].shape == "table-table-fk"
 
@@ -67,3 +74,20 @@ def test_a_chained_pipeline_lists_every_input_and_every_stage(tmp_path: Path) ->
     ]
     assert (lineage.join["kind"], lineage.join["left"], lineage.join["right"]["topic"]) == (
         "inner", {"stage": "stage1"}, "products")  # fmt: skip
+
+
+def test_an_avro_input_s_fields_come_from_its_reader_schema() -> None:
+    from streamjoin.core.lineage import record_fields
+    from streamjoin.core.spec import Serde
+
+    reader = {"type": "record", "name": "Click", "fields": [
+        {"name": "clicks", "type": "long"}, {"name": "page", "type": ["null", "string"], "default": None}]}  # fmt: skip
+    avro = Serde.model_validate({"format": "avro", "reader_schema": reader})
+    assert record_fields(Serde(), avro) == (("key", "string"), ("value.clicks", "long"), ("value.page", "null|string"))
+    # without a reader schema in the spec: the registry's latest, which the operator looked up
+    latest = Serde.model_validate({"format": "avro"})
+    assert record_fields(Serde(), latest, json.dumps(reader))[1:] == (
+        ("value.clicks", "long"),
+        ("value.page", "null|string"),
+    )
+    assert record_fields(Serde(), latest) == (("key", "string"),)

@@ -5,15 +5,18 @@ spec (:mod:`streamjoin.core.lineage`, plain data), as the OpenLineage provider's
 
 from __future__ import annotations
 
+import logging
 from datetime import date
 from typing import Any
 
 from streamjoin.core.backfill import parse_day
 from streamjoin.core.lineage import DatasetRef, SpecLineage, join_facts, kafka_namespace, spec_lineage
 from streamjoin.core.plans import resolve
-from streamjoin.core.spec import load_spec
+from streamjoin.core.spec import Format, PipelineSpec, load_spec
 
 #: (the plain data lives in core, re-exported here)
+log = logging.getLogger(__name__)
+
 __all__ = ["DatasetRef", "SpecLineage", "SpecLineageMixin", "join_facts", "kafka_namespace", "spec_lineage"]
 
 
@@ -36,7 +39,23 @@ class SpecLineageMixin:
         spec = load_spec(resolve(self.spec_path))
         bootstrap = StreamJoinKafkaHook(self.kafka_conn_id).bootstrap_servers()
         day = self._lineage_day()
-        return operator_lineage(spec_lineage(spec, bootstrap, day=day), streaming=day is None)
+        lineage = spec_lineage(spec, bootstrap, day=day, reader_schemas=_registry_readers(spec))
+        return operator_lineage(lineage, streaming=day is None)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         return self.get_openlineage_facets_on_start()
+
+
+def _registry_readers(spec: PipelineSpec) -> dict[str, str]:
+    """The registry's latest schema of each Avro input whose spec gives no reader schema, by topic: the fields
+    of its dataset. Best effort: lineage never fails a task, so a registry that does not answer is logged."""
+    from streamjoin.kafka.schema_registry import input_schemas
+
+    readers = {}
+    for spec_input in spec.inputs.values():
+        if spec_input.value.format is Format.AVRO and spec_input.value.reader_schema is None:
+            try:
+                readers[spec_input.topic] = input_schemas(spec_input).reader
+            except Exception as exc:  # the registry's errors, typed or not: the dataset goes without its fields
+                log.warning("lineage of %s: no schema fields for %s: %s", spec.name, spec_input.topic, exc)
+    return readers

@@ -10,9 +10,9 @@ from typing import Any, ClassVar
 import attr
 from airflow.providers.openlineage.extractors import OperatorLineage
 from openlineage.client.event_v2 import Dataset
-from openlineage.client.facet_v2 import JobFacet
+from openlineage.client.facet_v2 import JobFacet, schema_dataset
 
-from streamjoin.core.lineage import SpecLineage
+from streamjoin.core.lineage import DatasetRef, SpecLineage
 
 #: _schemaURL of the join facet: a URN (no schema is published; the fields are those of lineage.join_facts)
 JOIN_FACET_SCHEMA = "urn:streamjoin:facets:StreamJoinJobFacet:1-0-0"
@@ -40,8 +40,8 @@ def operator_lineage(lineage: SpecLineage, *, streaming: bool) -> OperatorLineag
     """Datasets and the join facet of one task (``streaming``: the continuous job, else a batch recompute).
     The provider adds its own job facets (``jobType``, ``documentation``, ...), which take precedence."""
     return OperatorLineage(
-        inputs=[Dataset(namespace=d.namespace, name=d.name) for d in lineage.inputs],
-        outputs=[Dataset(namespace=d.namespace, name=d.name) for d in lineage.outputs],
+        inputs=[_dataset(d) for d in lineage.inputs],
+        outputs=[_dataset(d) for d in lineage.outputs],
         job_facets={
             "streamjoin_join": StreamJoinJobFacet(
                 pipeline=lineage.join["pipeline"],
@@ -52,3 +52,13 @@ def operator_lineage(lineage: SpecLineage, *, streaming: bool) -> OperatorLineag
             ),
         },
     )
+
+
+def _dataset(ref: DatasetRef) -> Dataset:
+    """A dataset, with its schema facet where its fields are known."""
+    if not ref.fields:
+        return Dataset(namespace=ref.namespace, name=ref.name)
+    schema = schema_dataset.SchemaDatasetFacet(
+        fields=[schema_dataset.SchemaDatasetFacetFields(name=name, type=kind) for name, kind in ref.fields]
+    )
+    return Dataset(namespace=ref.namespace, name=ref.name, facets={"schema": schema})

@@ -9,6 +9,8 @@ a local path ``file`` / ``<absolute path>``.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -16,13 +18,16 @@ from typing import Any
 
 from streamjoin.core.backfill import partition_path
 from streamjoin.core.plans import PROJECT_HOME, resolve
-from streamjoin.core.spec import PipelineSpec, Sink
+from streamjoin.core.spec import Format, PipelineSpec, Serde, Sink
 
 
 @dataclass(frozen=True)
 class DatasetRef:
     namespace: str
     name: str
+    #: the record's fields as ``(name, type)``, where the spec or the registry knows them: ``key`` and ``value``
+    #: of a scalar format, ``value.<field>`` of a JSON or Avro record
+    fields: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,13 +85,50 @@ def _stage_facts(spec: PipelineSpec, index: int) -> dict[str, Any]:
     return facts
 
 
+def record_fields(key: Serde, value: Serde, reader_schema: str | None = None) -> tuple[tuple[str, str], ...]:
+    """An input record's fields, as the spec declares them: a scalar key or value as itself, a JSON value's
+    schema, an Avro value's reader schema (the spec's, else ``reader_schema``: the registry's latest) by field;
+    none for what neither gives (a Protobuf value, an Avro key: its bytes)."""
+    fields: list[tuple[str, str]] = []
+    for name, serde in (("key", key), ("value", value)):
+        if serde.format in (Format.STRING, Format.LONG):
+            fields.append((name, serde.format.value))
+        elif serde.format is Format.JSON and serde.fields:
+            fields += [(f"{name}.{field}", kind.value) for field, kind in serde.fields.items()]
+        elif serde.format is Format.AVRO and name == "value":
+            text = serde.reader_schema_text or reader_schema
+            record = json.loads(text) if text else {}
+            fields += [(f"value.{f['name']}", _avro_type(f["type"])) for f in record.get("fields", [])]
+    return tuple(fields)
+
+
+def _avro_type(avro: Any) -> str:
+    """An Avro field type as text: a primitive's name, a union's members joined by ``|``, a named type's name."""
+    if isinstance(avro, list):
+        return "|".join(_avro_type(member) for member in avro)
+    if isinstance(avro, dict):
+        return str(avro.get("logicalType") or avro.get("name") or avro.get("type"))
+    return str(avro)
+
+
 def spec_lineage(
-    spec: PipelineSpec, bootstrap: str, *, day: date | None = None, home: Path = PROJECT_HOME
+    spec: PipelineSpec,
+    bootstrap: str,
+    *,
+    day: date | None = None,
+    home: Path = PROJECT_HOME,
+    reader_schemas: Mapping[str, str] | None = None,
 ) -> SpecLineage:
     """Lineage of the streaming job (``day`` None: its topics and file outputs) or of reprocessing ``day``
-    (its input topics; the published day partitions, no topics)."""
+    (its input topics; the published day partitions, no topics).
+
+    :param reader_schemas: an Avro input's reader schema by topic, where the spec gives none (the registry's
+        latest, which the caller looked up)
+    """
     kafka = kafka_namespace(bootstrap)
-    inputs = tuple(DatasetRef(kafka, inp.topic) for inp in spec.inputs.values())
+    readers = reader_schemas or {}
+    inputs = tuple(DatasetRef(kafka, inp.topic, record_fields(inp.key, inp.value, readers.get(inp.topic)))
+                   for inp in spec.inputs.values())  # fmt: skip
     sinks: list[Sink] = [spec.output] + ([spec.aggregate.output] if spec.aggregate is not None else [])
     outputs: list[DatasetRef] = []
     for sink in sinks:
