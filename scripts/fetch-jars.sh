@@ -2,6 +2,7 @@
 # Resolves the Java artifacts from Maven Central into git-ignored .local/jars/:
 #   kafka/  a single-node KRaft broker (java/kafka-broker/pom.xml), run by streamjoin.localdev.kafka_broker
 #   spark/  Spark's Kafka connector and spark-avro (java/spark-kafka/pom.xml), passed to Spark as spark.jars
+#   protoc/ Protocol Buffers' compiler (java/protoc/pom.xml): Protobuf inputs' schemas (streamjoin.kafka.protobuf)
 #   hdfs/   Hadoop's MiniDFSCluster (java/hdfs-minicluster/pom.xml), the HDFS of the tests (streamjoin.localdev.hdfs)
 # Idempotent: a folder that already holds its marker jar is left alone (FORCE=1 resolves again).
 # Maven's local repository (~/.m2) makes a second resolution work offline.
@@ -33,4 +34,6 @@ command -v mvn > /dev/null || { echo "mvn not found: install Maven (apt-get inst
 fetch kafka java/kafka-broker/pom.xml 'kafka_2.13-*.jar'
 # the marker is the connector's last dependency added: a folder resolved before it is resolved again
 fetch spark java/spark-kafka/pom.xml 'spark-avro_2.13-*.jar'
+fetch protoc java/protoc/pom.xml 'protoc-*.exe'
+chmod +x "$root"/.local/jars/protoc/protoc-*.exe  # Maven copies the executable without its mode
 fetch hdfs java/hdfs-minicluster/pom.xml 'hadoop-client-minicluster-*.jar'

@@ -10,6 +10,7 @@ and one whose payload does not decode; the job's batches are cut small so severa
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
@@ -329,3 +330,130 @@ def test_validate_and_provisioning_check_the_subjects(
     report = ProvisionTopicsOperator(task_id="provision", spec_path=paths[3]).execute(context={})
     assert report["created"] == [] and report["registry_warnings"] == [lines[-3].split(": ", 2)[2]]
     assert ProvisionTopicsOperator(task_id="provision", spec_path=paths[0]).execute({})["registry_warnings"] == []
+
+
+#: the Protobuf clicks: v1, then v2 (a field added) registered mid-stream; the job reads with v2 (the latest)
+CLICK_PROTO_V1 = 'syntax = "proto3";\npackage demo;\n\nmessage Click {\n  int64 clicks = 1;\n  string page = 2;\n}\n'
+CLICK_PROTO_V2 = CLICK_PROTO_V1.replace("string page = 2;\n", "string page = 2;\n  string referrer = 3;\n")
+
+
+@dataclass
+class ProtobufRun:
+    spec: PipelineSpec
+    #: (topic, key bytes, value bytes, ts) in the order the reference reads them (the regions are avro_run's)
+    produced: list[tuple[str, bytes, bytes | None, int]]
+    ids: dict[str, int]
+
+
+@pytest.fixture(scope="module")
+def protobuf_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFactory) -> ProtobufRun:
+    """Protobuf clicks in Confluent's wire format (magic byte, id, the message indexes as Confluent's
+    serializer writes them, the payload) at avro_run's clicks' keys and times, joined with avro_run's Avro
+    regions table into an Avro output; one record of an unknown id, one truncated payload."""
+    from confluent_kafka.schema_registry import Schema
+    from confluent_kafka.schema_registry._sync.protobuf import ProtobufSerializer
+
+    from streamjoin.kafka import protobuf, schema_registry
+    from streamjoin.spark.job import JobSettings, run_stream
+
+    suffix = "-" + uuid.uuid4().hex[:8]
+    data = avro_run.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
+    clicks = f"pb-clicks{suffix}"
+    data["inputs"]["clicks"] = {**data["inputs"]["clicks"], "topic": clicks, "value": {"format": "protobuf"}}
+    data["output"]["topic"] = f"pb-enriched{suffix}"
+    data["aggregate"]["output"]["topic"] = f"pb-per-region{suffix}"
+    data["dead_letter_topic"] = f"pb-dlq{suffix}"
+    spec = parse_spec(data, "protobuf test")
+    ensure_topics({"bootstrap.servers": avro_run.bootstrap}, plan_topics(spec))
+    client = schema_registry.client(schema_registry.registry_config("schema_registry_default"))
+    ids = {"v1": client.register_schema(f"{clicks}-value", Schema(CLICK_PROTO_V1, "PROTOBUF"))}
+    indexes = io.BytesIO()
+    ProtobufSerializer._encode_varints(indexes, [0])  # Click is the file's first message: Confluent's [0]
+
+    def click(version: str, **fields: Any) -> bytes:
+        proto = CLICK_PROTO_V1 if version == "v1" else CLICK_PROTO_V2
+        message = protobuf._message_class(protobuf.descriptor_set(proto, "test"), "demo.Click")(**fields)
+        return wire_header(ids[version]) + indexes.getvalue() + message.SerializeToString()
+
+    produced: list[tuple[str, bytes, bytes | None, int]] = []
+    sent = []
+    for topic, key, value, ts in avro_run.produced[:-2]:  # the Avro clicks that decode, and the regions
+        if topic == avro_run.spec.left.topic:
+            clicks_n = decode_wire(value, avro_run.writer)["clicks"]
+            if clicks_n == 15:  # mid-stream, the producer moves to v2
+                ids["v2"] = client.register_schema(f"{clicks}-value", Schema(CLICK_PROTO_V2, "PROTOBUF"))
+            if clicks_n > 14 and clicks_n % 2:
+                value = click("v2", clicks=clicks_n, page=f"p{clicks_n}", referrer="r")
+            else:
+                value = click("v1", clicks=clicks_n, page="home" if clicks_n % 3 else "")
+            topic = clicks
+            sent.append((topic, key, value, ts))
+        produced.append((topic, key, value, ts))
+    last_key, ts = produced[-1][1], produced[-1][3]
+    unknown = wire_header(UNKNOWN_ID) + produced[-1][2][5:]  # type: ignore[index]
+    truncated = wire_header(ids["v2"]) + indexes.getvalue() + b"\x08\xff"  # a varint cut short
+    for value in (unknown, truncated):
+        ts += 10
+        produced.append((clicks, last_key, value, ts))
+        sent.append((clicks, last_key, value, ts))
+    produce_records(avro_run.bootstrap, [(t, k, v, stamp, []) for t, k, v, stamp in sent])
+    settings = JobSettings(bootstrap=avro_run.bootstrap, checkpoint_dir=str(tmp_path_factory.mktemp("pb-ck")),
+                           available_now=True, home=str(tmp_path_factory.mktemp("pb-home")))  # fmt: skip
+    run_stream(spark, spec, settings)
+    return ProtobufRun(spec, produced, ids)
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_protobuf_clicks_joined_with_an_avro_table_match_the_reference_per_key(
+    avro_run: Run, protobuf_run: ProtobufRun
+) -> None:
+    """Both Protobuf versions' clicks decode with the latest (v1's lack referrer: Protobuf reads fields by
+    number); per key the Avro output and the totals are the reference engine's over the decoded records."""
+    from streamjoin.kafka import protobuf
+
+    run, spec = protobuf_run, protobuf_run.spec
+    assert spec.output.topic is not None and spec.aggregate is not None and spec.aggregate.output.topic is not None
+    fds = protobuf.descriptor_set(CLICK_PROTO_V2, "test")
+    records = []
+    for offset, (topic, key, data, ts) in enumerate(run.produced[:-2]):
+        if topic == spec.left.topic:
+            value = protobuf.decode_message(fds, "demo.Click", (data or b"")[6:])
+        else:
+            value = decode_wire(data, avro_run.writer)
+        records.append(Record(topic, key.hex().upper(), value, ts - avro_run.base, 0, offset))
+    expected = [
+        (e.topic, e.key, e.value, e.ts)
+        for e in ReferenceEngine(spec, _reference_functions()).replay_batch(records)
+        if e.topic != spec.dead_letter_topic
+    ]
+    got: list[tuple[str, Any, Any, int]] = []
+    for record in consume_all(avro_run.bootstrap, spec.output.topic, timeout=30):
+        value = decode_wire(record.value, avro_run.writer)
+        ts = int(dict(record.headers)["ts"]) - avro_run.base
+        got.append((spec.output.topic, record.key.hex().upper(), value, ts))
+    for record in consume_all(avro_run.bootstrap, spec.aggregate.output.topic, timeout=30):
+        value = decode(record.value, Format.LONG)
+        got.append((spec.aggregate.output.topic, record.key.decode(), value,
+                    int(dict(record.headers)["ts"]) - avro_run.base))  # fmt: skip
+    outputs = [g for g in got if g[0] == spec.output.topic]
+    assert len(outputs) == 30 and {v["page"] for _, _, v, _ in outputs} >= {"", "home", "p15"}
+    assert _per_key(got) == _per_key(expected)
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_protobuf_unknown_schema_id_and_undecodable_payload_are_dead_letters(
+    avro_run: Run, protobuf_run: ProtobufRun
+) -> None:
+    run, spec = protobuf_run, protobuf_run.spec
+    dead = consume_all(avro_run.bootstrap, spec.dead_letter_topic, timeout=30)
+    reasons = {r.value: dict(r.headers)["reason"].decode() for r in dead}
+    unknown, truncated = run.produced[-2][2], run.produced[-1][2]
+    subject = f"{spec.left.topic}-value"
+    assert reasons == {
+        unknown: f"undecodable-value: schema id {UNKNOWN_ID} is not a version of subject {subject!r} (its ids: "
+        f"{[run.ids['v1'], run.ids['v2']]})",
+        truncated: f"undecodable-value: the bytes do not decode as Protobuf message 'demo.Click' with schema id "
+        f"{run.ids['v2']} of subject {subject!r}",
+    }

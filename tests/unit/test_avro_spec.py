@@ -3,6 +3,7 @@ gets: errors name the field and the value; no registry, no JVM."""
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
@@ -161,3 +162,62 @@ def test_an_output_value_avro_cannot_hold_is_a_spec_error_naming_the_field() -> 
     with pytest.raises(SpecError) as caught:
         avro_output(sink, value)  # refused before the registry is asked
     assert caught.value.path == "join.joiner.select" and "field 'enriched_by_day'" in str(caught.value)
+
+
+def test_protobuf_values_are_input_values_only() -> None:
+    spec = parse_spec(_spec({"format": "protobuf", "subject_name_strategy": "record_name", "record_name": "demo.C"}))
+    assert spec.left.value.subject("clicks") == "demo.C"
+    with pytest.raises(SpecError, match="'reader_schema' is only for format 'avro'"):
+        parse_spec(_spec({"format": "protobuf", "reader_schema": CLICK}))
+    data = _spec({"format": "protobuf"}, {"topic": "enriched", "value_format": "protobuf"})
+    data["inputs"]["clicks"]["key"] = {"format": "protobuf"}
+    assert {(p.path, p.value) for p in spec_problems(data) if "Protobuf" in str(p)} == {
+        ("output.value_format", "protobuf"),
+        ("inputs.clicks.key.format", "protobuf"),
+    }
+
+
+PROTO = """syntax = "proto3";
+package demo;
+message Click {
+  int64 clicks = 1;
+  repeated string tags = 2;
+  map<string, int32> counts = 3;
+  Kind kind = 4;
+  Inner inner = 5;
+  optional string note = 6;
+  message Inner { bytes raw = 1; }
+}
+enum Kind { PLAIN = 0; PROMOTED = 1; }
+message Other { string x = 1; }
+"""
+
+
+def test_protobuf_schemas_compile_to_the_message_indexes_and_values_confluent_writes() -> None:
+    """protoc's descriptor of a registry schema: the message indexes equal Confluent's serializer's (its own
+    encoder and index walk), the Spark type and the decoded values follow the message's fields."""
+    from confluent_kafka.schema_registry._sync.protobuf import ProtobufSerializer
+    from confluent_kafka.schema_registry.common.protobuf import _create_index_array
+
+    from streamjoin.kafka import protobuf
+
+    fds = protobuf.descriptor_set(PROTO, "clicks-value")
+    assert protobuf.main_message(fds) == "demo.Click"
+    for name in ("demo.Click", "demo.Other", "demo.Click.Inner"):
+        confluent = io.BytesIO()
+        descriptor = protobuf._pool(fds).FindMessageTypeByName(name)
+        ProtobufSerializer._encode_varints(confluent, _create_index_array(descriptor))
+        assert protobuf.message_indexes(fds, name) == confluent.getvalue()
+    assert protobuf.message_indexes(fds, "demo.Missing") is None
+    assert protobuf.spark_type(fds, "demo.Click", "s").simpleString() == (
+        "struct<clicks:bigint,tags:array<string>,counts:map<string,int>,kind:string,inner:struct<raw:binary>,"
+        "note:string>"
+    )
+    message = protobuf._message_class(fds, "demo.Click")(clicks=3, tags=["a"], kind=1)
+    message.counts["x"] = 2
+    assert protobuf.decode_message(fds, "demo.Click", message.SerializeToString()) == {
+        "clicks": 3, "tags": ["a"], "counts": {"x": 2}, "kind": "PROMOTED", "inner": None, "note": None
+    }  # fmt: skip
+    assert protobuf.decode_message(fds, "demo.Click", b"\x08\xff") is None  # a varint cut short
+    with pytest.raises(SpecError, match=r"subject 'bad-value'.*\"Y\" is not defined"):
+        protobuf.descriptor_set('syntax = "proto3"; message X { Y y = 1; }', "bad-value")

@@ -83,6 +83,8 @@ class Format(StrEnum):
     JSON = "json"
     LONG = "long"  # 8-byte big-endian, as Java's LongSerializer writes it
     AVRO = "avro"  # Confluent wire format: magic byte 0, 4-byte big-endian schema id, Avro binary payload
+    #: Confluent wire format with the message indexes before the payload (input values only)
+    PROTOBUF = "protobuf"
 
 
 #: the Airflow connection of a schema registry when a serde names none (``registry``)
@@ -147,12 +149,16 @@ class Serde(_Model):
             raise ValueError("format 'json' needs a 'schema' mapping field names to string|long|double|boolean")
         if self.format is not Format.JSON and self.fields:
             raise ValueError(f"'schema' is only for format 'json', not {self.format.value!r}")
-        if self.format is not Format.AVRO:
+        if self.format is Format.PROTOBUF and self.reader_schema is not None:
+            raise ValueError("'reader_schema' is only for format 'avro': a Protobuf value is read with its "
+                             "subject's latest schema (record_name: which message)")  # fmt: skip
+        if self.format not in (Format.AVRO, Format.PROTOBUF):
             for name in ("registry", "record_name", "reader_schema"):
                 if getattr(self, name) is not None:
-                    raise ValueError(f"{name!r} is only for format 'avro', not {self.format.value!r}")
+                    raise ValueError(f"{name!r} is only for format 'avro' or 'protobuf', not {self.format.value!r}")
             if self.subject_name_strategy is not SubjectNameStrategy.TOPIC_NAME:
-                raise ValueError(f"'subject_name_strategy' is only for format 'avro', not {self.format.value!r}")
+                raise ValueError(f"'subject_name_strategy' is only for format 'avro' or 'protobuf', not "
+                                 f"{self.format.value!r}")  # fmt: skip
             return self
         if self.record_name is not None and not _AVRO_NAME.match(self.record_name):
             raise ValueError(f"record_name {self.record_name!r} is not an Avro full name (namespace.Name)")
@@ -546,6 +552,14 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
             ("aggregate.output.value_format", "avro", "'long', 'string' or 'json': Avro aggregate outputs are not "
              "supported yet (issue 37 covers the join's output)"),
         )  # fmt: skip
+    for path, fmt in [("output.value_format", spec.output.value_format)] + (
+        [("aggregate.output.value_format", spec.aggregate.output.value_format)] if spec.aggregate else []
+    ) + [(f"inputs.{name}.key.format", inp.key.format) for name, inp in inputs.items()]:
+        if fmt is Format.PROTOBUF:
+            problems.append(
+                (path, "protobuf", "another format: Protobuf is read on input values only (outputs: 'avro' or "
+                 "'json'; keys: 'avro', 'string' or 'long')"),
+            )  # fmt: skip
     for name, inp in inputs.items():
         if inp.key.format is Format.AVRO and inp.key.reader_schema is not None:
             problems.append(

@@ -179,8 +179,10 @@ def input_schemas(spec_input: Input) -> AvroSchemas:
 
 
 def batch_schemas(spec: PipelineSpec) -> dict[str, AvroSchemas]:
-    """Each Avro input's :class:`AvroSchemas` by topic (empty without Avro inputs: no registry call)."""
-    return {i.topic: input_schemas(i) for i in spec.inputs.values() if i.value.format is Format.AVRO}
+    """Each Avro or Protobuf input's :class:`AvroSchemas` by topic (a Protobuf input's: its ``.proto`` texts,
+    the latest at the job's start the reader); empty without them: no registry call."""
+    registered = (Format.AVRO, Format.PROTOBUF)
+    return {i.topic: input_schemas(i) for i in spec.inputs.values() if i.value.format in registered}
 
 
 @cache

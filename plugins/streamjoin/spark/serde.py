@@ -41,6 +41,11 @@ def spark_type(serde: Serde, avro: AvroSchemas | None = None) -> T.DataType:
     if serde.format is Format.AVRO:
         assert avro is not None, "an Avro serde decodes with its batch's schemas"
         return reader_type(avro)
+    if serde.format is Format.PROTOBUF:
+        assert avro is not None, "a Protobuf serde decodes with its batch's schemas"
+        from streamjoin.kafka import protobuf
+
+        return protobuf.spark_type(*_protobuf_reader(serde, avro), avro.subject)
     assert serde.fields is not None
     return T.StructType([T.StructField(name, _SPARK_TYPES[ftype]) for name, ftype in serde.fields.items()])
 
@@ -53,6 +58,9 @@ def decode(raw: Column, serde: Serde, avro: AvroSchemas | None = None) -> tuple[
     if serde.format is Format.AVRO:
         assert avro is not None, "an Avro serde decodes with its batch's schemas"
         return _decode_avro(raw, avro)
+    if serde.format is Format.PROTOBUF:
+        assert avro is not None, "a Protobuf serde decodes with its batch's schemas"
+        return _decode_protobuf(raw, serde, avro)
     if serde.format is Format.STRING:
         return raw.cast("string"), F.lit(None).cast("string")
     if serde.format is Format.LONG:
@@ -121,6 +129,56 @@ def _decode_avro(raw: Column, avro: AvroSchemas) -> tuple[Column, Column]:
                                        F.lit(f" of subject {avro.subject!r} (malformed or truncated payload)")))
     )  # fmt: skip
     return value, error
+
+
+def _protobuf_reader(serde: Serde, schemas: AvroSchemas) -> tuple[bytes, str]:
+    """The reader's FileDescriptorSet (the subject's latest schema) and message (``record_name``, else the
+    schema's first message)."""
+    from streamjoin.kafka import protobuf
+
+    fds = protobuf.descriptor_set(schemas.reader, schemas.subject)
+    name = serde.full_record_name or protobuf.main_message(fds)
+    if name is None:
+        raise SpecError("<schema registry>", f"Protobuf schema of subject {schemas.subject!r}", schemas.reader[:200],
+                        "a schema with a message")  # fmt: skip
+    return fds, name
+
+
+def _decode_protobuf(raw: Column, serde: Serde, schemas: AvroSchemas) -> tuple[Column, Column]:
+    """Confluent's Protobuf wire format: a record of a known schema id whose message indexes name the reader's
+    message (in that id's schema, compiled once per process) is parsed with the reader's schema (Protobuf's
+    own evolution: fields by number) by the ``protobuf`` package in a UDF. Anything else has an error naming
+    the id (see :func:`_decode_avro`)."""
+    from streamjoin.kafka import protobuf
+
+    fds, name = _protobuf_reader(serde, schemas)
+    value_type = protobuf.spark_type(fds, name, schemas.subject)
+    schema_id = F.conv(F.hex(F.substring(raw, 2, 4)), 16, 10).cast("long")
+    wire = (F.length(raw) >= 6) & (F.hex(F.substring(raw, 1, 1)) == F.lit("00"))
+    known = schema_id.isin(schemas.ids) if schemas.ids else F.lit(False)
+    start: Any = None  # where the payload starts, for a record whose indexes name the reader's message
+    for known_id, writer in schemas.writers:
+        indexes = protobuf.message_indexes(protobuf.descriptor_set(writer, schemas.subject), name)
+        if indexes is not None:
+            named = F.substring(raw, 6, len(indexes)) == F.lit(bytearray(indexes))
+            start = (F if start is None else start).when(wire & (schema_id == known_id) & named, 6 + len(indexes))
+    start = F.lit(None).cast("int") if start is None else start
+    parse = F.udf(lambda payload: protobuf.decode_message(fds, name, payload), value_type)
+    value = parse(raw.substr(start, F.lit(1 << 30)))
+    prefix, of = f"{UNDECODABLE}-value: ", f" of subject {schemas.subject!r}"
+    error = (
+        F.when(raw.isNull(), F.lit(None).cast("string"))
+        .when(~wire, F.concat(F.lit(f"{prefix}not the Confluent wire format (magic byte 0, 4-byte schema id, "
+                                    "message indexes): starts with 0x"), F.hex(F.substring(raw, 1, 6))))
+        .when(~known, F.concat(F.lit(f"{prefix}schema id "), schema_id.cast("string"),
+                               F.lit(f" is not a version{of} (its ids: {schemas.ids})")))
+        .when(start.isNull(), F.concat(F.lit(f"{prefix}the message indexes of schema id "), schema_id.cast("string"),
+                                       F.lit(f"{of} (0x"), F.hex(F.substring(raw, 6, 4)),
+                                       F.lit(f"...) do not name message {name!r}")))
+        .when(value.isNull(), F.concat(F.lit(f"{prefix}the bytes do not decode as Protobuf message {name!r} with "
+                                             "schema id "), schema_id.cast("string"), F.lit(f"{of}")))
+    )  # fmt: skip
+    return F.when(start.isNotNull(), value), error
 
 
 def reader_type(avro: AvroSchemas) -> T.DataType:

@@ -1,0 +1,211 @@
+"""Protobuf values in Confluent's wire format: the registry's ``.proto`` text compiled by ``protoc`` to a
+FileDescriptorSet (once per schema and process), a message's Spark type, Confluent's message-indexes prefix,
+and the decoder the Spark engine runs per record (:func:`streamjoin.spark.serde.decode`).
+
+A record's bytes are the magic byte 0, the writer schema's id (4 bytes, big-endian), the indexes of the message
+in the schema's file (zigzag varints: their count then each index; the first top-level message, ``[0]``, is the
+single byte 0), then the message's binary payload (Confluent's ``ProtobufSerializer``).
+
+``protoc`` comes from Maven Central (``com.google.protobuf:protoc``, java/protoc/pom.xml) into
+``.local/jars/protoc`` (scripts/fetch-jars.sh); ``STREAMJOIN_PROTOC`` names another one. spark-protobuf's
+``from_protobuf`` is not served by the Maven repository this project reaches, so records decode with the
+``protobuf`` package in Spark's Python workers (a UDF).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import types as T
+
+from streamjoin.core.errors import SpecError
+
+PROTOC_DIR = Path(__file__).resolve().parents[3] / ".local" / "jars" / "protoc"
+
+
+def protoc() -> str:
+    """The ``protoc`` executable: ``STREAMJOIN_PROTOC``, else the one fetch-jars.sh resolved."""
+    if os.environ.get("STREAMJOIN_PROTOC"):
+        return os.environ["STREAMJOIN_PROTOC"]
+    found = sorted(PROTOC_DIR.glob("protoc-*.exe"))
+    if not found:
+        raise FileNotFoundError(f"no protoc in {PROTOC_DIR}: run scripts/fetch-jars.sh (or set STREAMJOIN_PROTOC)")
+    if not os.access(found[-1], os.X_OK):
+        found[-1].chmod(0o755)
+    return str(found[-1])
+
+
+@cache
+def descriptor_set(proto: str, subject: str) -> bytes:
+    """The FileDescriptorSet (serialized) of the ``.proto`` text ``proto``, the schema's own file last.
+
+    :raises SpecError: protoc refuses it (terminal: names the subject and protoc's message)
+    """
+    with tempfile.TemporaryDirectory(prefix="streamjoin-proto-") as tmp:
+        source, out = Path(tmp) / "schema.proto", Path(tmp) / "schema.desc"
+        source.write_text(proto)
+        done = subprocess.run(
+            [protoc(), f"--proto_path={tmp}", f"--descriptor_set_out={out}", "--include_imports", source.name],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise SpecError(
+                "<schema registry>", f"Protobuf schema of subject {subject!r}", proto[:200],
+                f"a .proto file protoc compiles without imports of other subjects ({done.stderr.strip()})",
+            )  # fmt: skip
+        return out.read_bytes()
+
+
+def _files(fds: bytes) -> list[Any]:
+    from google.protobuf import descriptor_pb2
+
+    return list(descriptor_pb2.FileDescriptorSet.FromString(fds).file)
+
+
+@cache
+def _pool(fds: bytes) -> Any:
+    from google.protobuf import descriptor_pool
+
+    pool = descriptor_pool.DescriptorPool()
+    for file in _files(fds):
+        pool.Add(file)
+    return pool
+
+
+def main_message(fds: bytes) -> str | None:
+    """The full name of the schema file's first message (None: it has none)."""
+    main = _files(fds)[-1]
+    if not main.message_type:
+        return None
+    return f"{main.package}.{main.message_type[0].name}" if main.package else main.message_type[0].name
+
+
+def message_indexes(fds: bytes, full_name: str) -> bytes | None:
+    """Confluent's message-indexes prefix of message ``full_name`` in the schema's own file (None: not there)."""
+    main = _files(fds)[-1]
+    prefix = f"{main.package}." if main.package else ""
+    if not full_name.startswith(prefix):
+        return None
+    path = full_name[len(prefix) :].split(".")
+    indexes: list[int] = []
+    messages = main.message_type
+    for name in path:
+        position = next((i for i, m in enumerate(messages) if m.name == name), None)
+        if position is None:
+            return None
+        indexes.append(position)
+        messages = messages[position].nested_type
+    if indexes == [0]:
+        return b"\x00"
+    return b"".join(_zigzag(i) for i in [len(indexes), *indexes])
+
+
+def _zigzag(value: int) -> bytes:
+    value = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while value & ~0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def spark_type(fds: bytes, full_name: str, subject: str) -> T.StructType:
+    """The Spark struct a message decodes to: a field per message field (repeated: an array; a map field: a
+    map; an enum: its value's name; a nested message: a struct; a 64-bit or unsigned 32-bit integer: a long).
+
+    :raises SpecError: the message is not in the schema, or nests itself (terminal)
+    """
+    try:
+        descriptor = _pool(fds).FindMessageTypeByName(full_name)
+    except KeyError:
+        raise SpecError("<schema registry>", f"Protobuf schema of subject {subject!r}", full_name,
+                        "a message of the schema: set the input's record_name to one") from None  # fmt: skip
+    return _struct(descriptor, (), subject)
+
+
+def _struct(descriptor: Any, seen: tuple[str, ...], subject: str) -> T.StructType:
+    if descriptor.full_name in seen:
+        raise SpecError("<schema registry>", f"Protobuf schema of subject {subject!r}", descriptor.full_name,
+                        "a message that does not contain itself (recursive messages have no Spark type)")  # fmt: skip
+    return T.StructType(
+        [T.StructField(f.name, _field_type(f, (*seen, descriptor.full_name), subject)) for f in descriptor.fields]
+    )
+
+
+def _field_type(field: Any, seen: tuple[str, ...], subject: str) -> T.DataType:
+    if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        key, value = field.message_type.fields_by_name["key"], field.message_type.fields_by_name["value"]
+        return T.MapType(_single_type(key, seen, subject), _single_type(value, seen, subject))
+    single = _single_type(field, seen, subject)
+    return T.ArrayType(single) if field.is_repeated else single
+
+
+def _single_type(field: Any, seen: tuple[str, ...], subject: str) -> T.DataType:
+    from google.protobuf.descriptor import FieldDescriptor as FD
+
+    cpp = field.cpp_type
+    if cpp == FD.CPPTYPE_MESSAGE:
+        return _struct(field.message_type, seen, subject)
+    if cpp == FD.CPPTYPE_STRING:
+        return T.BinaryType() if field.type == FD.TYPE_BYTES else T.StringType()
+    simple: dict[int, T.DataType] = {
+        FD.CPPTYPE_INT32: T.IntegerType(), FD.CPPTYPE_INT64: T.LongType(), FD.CPPTYPE_UINT32: T.LongType(),
+        FD.CPPTYPE_UINT64: T.LongType(), FD.CPPTYPE_DOUBLE: T.DoubleType(), FD.CPPTYPE_FLOAT: T.FloatType(),
+        FD.CPPTYPE_BOOL: T.BooleanType(), FD.CPPTYPE_ENUM: T.StringType(),
+    }  # fmt: skip
+    return simple[cpp]
+
+
+@cache
+def _message_class(fds: bytes, full_name: str) -> Any:
+    from google.protobuf import message_factory
+
+    return message_factory.GetMessageClass(_pool(fds).FindMessageTypeByName(full_name))
+
+
+def decode_message(fds: bytes, full_name: str, payload: bytes | None) -> dict[str, Any] | None:
+    """The message ``payload`` holds as a dict of :func:`spark_type`'s shape; None when it does not parse."""
+    from google.protobuf.message import DecodeError
+
+    if payload is None:
+        return None
+    message = _message_class(fds, full_name)()
+    try:
+        message.ParseFromString(bytes(payload))
+    except DecodeError:
+        return None
+    return _values(message)
+
+
+def _values(message: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for field in message.DESCRIPTOR.fields:
+        value = getattr(message, field.name)
+        entry = field.message_type
+        if entry is not None and entry.GetOptions().map_entry:
+            convert = _converter(entry.fields_by_name["value"])
+            out[field.name] = {k: convert(v) for k, v in value.items()}
+        elif field.is_repeated:
+            out[field.name] = [_converter(field)(v) for v in value]
+        elif field.has_presence and not message.HasField(field.name):
+            out[field.name] = None  # a message field or an optional scalar that was not set
+        else:
+            out[field.name] = _converter(field)(value)
+    return out
+
+
+def _converter(field: Any) -> Any:
+    from google.protobuf.descriptor import FieldDescriptor as FD
+
+    if field.cpp_type == FD.CPPTYPE_MESSAGE:
+        return _values
+    if field.cpp_type == FD.CPPTYPE_ENUM:
+        names = {v.number: v.name for v in field.enum_type.values}
+        return lambda number: names.get(number, str(number))
+    return lambda value: value
