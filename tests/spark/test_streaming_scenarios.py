@@ -8,6 +8,7 @@ this module checks what Kafka adds (encoding, sinks, dead-letter topic, headers)
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 import uuid
@@ -66,7 +67,9 @@ def per_key(rows: list[tuple[str, Any, Any, int]]) -> dict[tuple[str, Any], list
 @pytest.mark.spark
 @pytest.mark.kafka
 @pytest.mark.parametrize("scenario", IN_ORDER, ids=str)
-def test_scenario_through_the_streaming_job(scenario: Scenario, spark, kafka_bootstrap: str, tmp_path: Path) -> None:
+def test_scenario_through_the_streaming_job(
+    scenario: Scenario, spark, kafka_bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from streamjoin.spark.job import JobSettings, run_stream
 
     suffix = "-" + uuid.uuid4().hex[:8]
@@ -119,12 +122,32 @@ def test_scenario_through_the_streaming_job(scenario: Scenario, spark, kafka_boo
     assert status is not None
     if scenario.spec.output.topic:
         assert status.totals.output_records == sum(1 for topic, *_ in got if topic == scenario.spec.output.topic)
+    # a plain-table lookup or a table-table join with a select (no aggregate, files or function) runs in the
+    # kernel's tasks: each batch one Spark job of one stage, a task per partition (reading, decoding, rules,
+    # joiner and producer in each); the other shapes keep the SQL stages around the kernel
+    jobs = [line.get("spark_job") for line in _batch_lines(capsys.readouterr().out)]
+    assert jobs
+    assert jobs == [{"jobs": 1, "stages": 1, "tasks": 1} if _in_tasks(spec) else None] * len(jobs)
+
+
+def _in_tasks(spec: PipelineSpec) -> bool:
+    """The specs whose batches run in the kernel's tasks (``spark/in_task.py``)."""
+    join = spec.join
+    shape = join.shape.value
+    lookup = shape in ("stream-table", "stream-globaltable") and spec.right.versioned is None
+    return (lookup or shape == "table-table") and spec.aggregate is None and join.joiner.function is None
+
+
+def _batch_lines(out: str) -> list[dict[str, Any]]:
+    """The job's batch lines (``streamjoin batch {...}``) in ``out``."""
+    prefix = "streamjoin batch "
+    return [json.loads(line.removeprefix(prefix)) for line in out.splitlines() if line.startswith(prefix)]
 
 
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_a_global_table_over_several_partitions_is_read_by_every_task_and_counted_once(
-    spark, kafka_bootstrap: str, tmp_path: Path
+    spark, kafka_bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Three partitions: each task of the job reads its views' partition and every partition of the global
     table (a replica per task) with no shuffle before the join, yet a table record is one input record and its
@@ -180,7 +203,12 @@ def test_a_global_table_over_several_partitions_is_read_by_every_task_and_counte
 
     job = StreamJob(spark, spec, JobSettings(bootstrap=kafka_bootstrap, checkpoint_dir=str(tmp_path / "ck"),
                                              available_now=True, home=str(tmp_path)))  # fmt: skip
+    capsys.readouterr()
     assert job.run() == 1
+    # one Spark job of one stage: task t reads, decodes, joins against its replica and writes
+    assert [line.get("spark_job") for line in _batch_lines(capsys.readouterr().out)] == [
+        {"jobs": 1, "stages": 1, "tasks": 3}
+    ]
     counts = job.writer.last_counts
     assert (counts.input_records, counts.output_records, counts.dead_letters) == (20, 9, 2)
     got = {r.key.decode(): decode(r.value, Format.JSON) for r in consume_all(kafka_bootstrap, spec.output.topic)}

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from pyspark.sql import DataFrame, SparkSession
@@ -50,6 +51,7 @@ from streamjoin.spark.events import BatchSummary
 from streamjoin.spark.failures import jvm_error
 from streamjoin.spark.hadoop_storage import storage_for
 from streamjoin.spark.heartbeat import Heartbeat
+from streamjoin.spark.in_task import TaskBatch, in_task, run_in_tasks, task_pipeline
 from streamjoin.spark.kernel import StoreTask, jvm_plan, store_tasks
 from streamjoin.spark.plan_ahead import DriverClock, NextBatch, PlanAhead
 from streamjoin.spark.repartition import Repartitioner, join_partitions
@@ -64,7 +66,7 @@ from streamjoin.spark.sinks import (
     write_kafka_transactions,
 )
 from streamjoin.spark.source import read_task_ranges
-from streamjoin.spark.state import PartitionTime, StateStore
+from streamjoin.spark.state import KernelCheckpoint, PartitionTime, StateStore
 from streamjoin.spark.templates import templated
 
 log = logging.getLogger("streamjoin.job")
@@ -108,6 +110,9 @@ class BatchWriter:
         self.last_counts = BatchCounts()
         #: exactly once: the first batch a driver writes may be one an earlier driver wrote before it died
         self._check_markers = True
+        #: the batch runs in the kernel's tasks (:mod:`~streamjoin.spark.in_task`) where its spec allows
+        self._in_task = in_task(spec)
+        self._spec_json = spec.model_dump_json()
 
     def __call__(
         self, raw: DataFrame, batch_id: int, *, aligned: bool = True, driver: DriverClock | None = None
@@ -119,12 +124,20 @@ class BatchWriter:
             driver's time on the batch outside its job (from ``driver.since`` to the write, then after it)
         """
         started = time.monotonic()
-        # decodes the batch; the rest is lazy
         checkpoint = self.store.load(batch_id)
-        # one write reads the results unless files are written too
-        out = process_batch(raw, self.spec, checkpoint, aligned=aligned, read_once=not self.spec.output.files)
-        planned = time.monotonic()
-        written_counts = self._write(out, batch_id)
+        pipeline = None
+        if self._in_task and aligned and checkpoint.root is not None:
+            pipeline = task_pipeline(self.spark, self.spec, self._spec_json)
+        out: BatchOutput | TaskBatch
+        if pipeline is not None:
+            planned = time.monotonic()
+            out = self._run_in_tasks(pipeline, raw, batch_id, checkpoint)
+            written_counts = BatchCounts(output_records=out.result_count, dead_letters=out.summary.rejected)
+        else:
+            # one write reads the results unless files are written too
+            out = process_batch(raw, self.spec, checkpoint, aligned=aligned, read_once=not self.spec.output.files)
+            planned = time.monotonic()
+            written_counts = self._write(out, batch_id)
         written = time.monotonic()
         times = dict(self.partition_time)
         for tp, ts in out.summary.max_ts.items():
@@ -140,13 +153,25 @@ class BatchWriter:
             state_ms=round((time.monotonic() - written) * 1000),
         )  # fmt: skip
         tasks = [] if checkpoint.root is None else store_tasks(self.spark, checkpoint.root)
-        timing = {}
+        timing: dict[str, object] = {"spark_job": out.job} if isinstance(out, TaskBatch) else {}
         if driver is not None:
             outside = planned - driver.since + time.monotonic() - written
-            timing = {"driver_ms": round(outside * 1000), "plan_ms": driver.plan_ms, "planned_ahead": driver.ahead}
+            timing |= {"driver_ms": round(outside * 1000), "plan_ms": driver.plan_ms, "planned_ahead": driver.ahead}
         self._report(batch_id, counts, time.monotonic() - started, tasks, timing)
         self.last_counts = counts
         return out.summary
+
+    def _run_in_tasks(self, pipeline: Any, raw: DataFrame, batch_id: int, checkpoint: KernelCheckpoint) -> TaskBatch:
+        """The batch as one stage of the kernel's tasks (:func:`~streamjoin.spark.in_task.run_in_tasks`)."""
+        spec = self.spec
+        out = run_in_tasks(pipeline, raw, spec, checkpoint, batch_id, self.settings.bootstrap,
+                           query_id=self.query_id, check_markers=self._check_markers)  # fmt: skip
+        if spec.exactly_once:
+            self._check_markers = False
+            log.info("batch %s: Kafka transactions in the kernel's tasks %s", batch_id, out.written)
+        else:
+            log.info("batch %s: Kafka output from the kernel's tasks %s", batch_id, out.written)
+        return out
 
     def _write(self, out: BatchOutput, batch_id: int) -> BatchCounts:
         """All Kafka-bound rows (join results, aggregate updates, dead letters) go out in one write. Each
@@ -202,7 +227,8 @@ class BatchWriter:
     ) -> None:
         """The batch's line; ``tasks``: its stateful tasks, as ``"tasks": {store/partition: executor}`` and
         ``"store_loads"``: the stores an executor loaded from the checkpoint's files; ``timing``: the driver's
-        (``driver_ms``, ``plan_ms``, ``planned_ahead``)."""
+        (``driver_ms``, ``plan_ms``, ``planned_ahead``) and, for a batch run in the kernel's tasks, ``spark_job``
+        (``{"jobs": J, "stages": S, "tasks": T}``)."""
         line = {"pipeline": self.spec.name, "batch_id": batch_id, "seconds": round(seconds, 3), **counts.as_record(),
                 "tasks": {t.name: t.executor for t in tasks}, "store_loads": [t.name for t in tasks if t.loaded],
                 **timing}  # fmt: skip

@@ -1,0 +1,109 @@
+package dev.streamjoin.kernel;
+
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.BasePredicate;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.Predicate;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.catalyst.plans.logical.Filter;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.Project;
+import org.apache.spark.sql.classic.Dataset;
+import org.apache.spark.sql.execution.LogicalRDD;
+import org.apache.spark.sql.types.StructType;
+
+import scala.collection.immutable.Seq;
+
+/**
+ * A DataFrame program that is a chain of projections and filters over one placeholder leaf (an empty
+ * {@link LogicalRDD} of the rows' schema), taken from its optimized plan once and run row by row inside a
+ * task: each step a projection Spark generates code for ({@link UnsafeProjection}) or a predicate, bound to its
+ * child's output. What Spark's whole-stage code would do for the same plan, without a plan per batch.
+ */
+final class RowProgram implements Serializable {
+    private static final long serialVersionUID = 1L;
+
+    /** One step: a projection ({@code condition} null) or a filter ({@code exprs} null), bound to {@code input}. */
+    private record Step(Seq<Expression> exprs, Expression condition, Seq<Attribute> input) implements Serializable {}
+
+    private final List<Step> steps;
+    private final StructType output;
+
+    private RowProgram(List<Step> steps, StructType output) {
+        this.steps = steps;
+        this.output = output;
+    }
+
+    /**
+     * {@code program}'s optimized plan as steps over {@code placeholder}'s leaf; null when the plan holds anything
+     * else (a Python UDF's evaluation, an aggregate, a sort, an exchange, a leaf other than the placeholder).
+     */
+    @SuppressWarnings("unchecked")
+    static RowProgram of(Dataset<Row> program, Dataset<Row> placeholder) {
+        LogicalPlan leaf = placeholder.queryExecution().analyzed();
+        List<Step> steps = new ArrayList<>();
+        LogicalPlan node = program.queryExecution().optimizedPlan();
+        while (true) {
+            if (node instanceof Project project) {
+                steps.add(0, new Step((Seq<Expression>) (Seq<?>) project.projectList(), null, project.child().output()));
+                node = project.child();
+            } else if (node instanceof Filter filter) {
+                steps.add(0, new Step(null, filter.condition(), filter.child().output()));
+                node = filter.child();
+            } else if (node instanceof LogicalRDD rdd && leaf instanceof LogicalRDD ours && rdd.rdd() == ours.rdd()) {
+                break;
+            } else {
+                return null;
+            }
+        }
+        return new RowProgram(steps, program.schema());
+    }
+
+    StructType output() {
+        return output;
+    }
+
+    /** The program for one task (its generated classes come from Spark's code cache after the first task). */
+    Run compile(int partition) {
+        Object[] compiled = new Object[steps.size()];
+        for (int i = 0; i < compiled.length; i++) {
+            Step step = steps.get(i);
+            if (step.condition() == null) {
+                UnsafeProjection projection = UnsafeProjection.create(step.exprs(), step.input());
+                projection.initialize(partition);
+                compiled[i] = projection;
+            } else {
+                BasePredicate predicate = Predicate.create(step.condition(), step.input());
+                predicate.initialize(partition);
+                compiled[i] = predicate;
+            }
+        }
+        return new Run(compiled);
+    }
+
+    /** A compiled program: {@link #apply} returns its row (valid until the next call) or null (filtered out). */
+    static final class Run {
+        private final Object[] steps;
+
+        private Run(Object[] steps) {
+            this.steps = steps;
+        }
+
+        InternalRow apply(InternalRow row) {
+            for (Object step : steps) {
+                if (step instanceof UnsafeProjection projection) {
+                    row = projection.apply(row);
+                } else if (!((BasePredicate) step).eval(row)) {
+                    return null;
+                }
+            }
+            return row;
+        }
+    }
+}
