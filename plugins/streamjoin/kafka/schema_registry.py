@@ -22,7 +22,7 @@ from functools import cache
 from typing import Any
 
 from streamjoin.core.errors import SchemaRegistrationError, SchemaRegistryConfigError, SchemaRegistryUnavailableError
-from streamjoin.core.spec import Format, Input, PipelineSpec, Sink
+from streamjoin.core.spec import Format, Input, PipelineSpec, Serde, Sink
 
 _TLS_KEYS = ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password")
 
@@ -176,6 +176,36 @@ def input_schemas(spec_input: Input) -> AvroSchemas:
     reader = serde.reader_schema_text or _latest_reader(config, subject)
     ids = subject_ids(config, subject)
     return AvroSchemas(subject, reader, tuple((i, writer_schema(config, i)) for i in ids))
+
+
+@cache
+def encoding_schema(serde: Serde, topic: str, *, is_key: bool = False) -> tuple[int, str]:
+    """``(schema id, schema)`` that JSON values of ``topic`` (keys with ``is_key``) are encoded with where no
+    producer wrote them (``streamjoin replay``'s records file): the serde's reader schema when it is a version of
+    the subject, else the subject's latest version (once per process).
+
+    :raises SchemaRegistrationError: the subject has no versions (terminal: register the topic's schema)
+    """
+    from confluent_kafka.schema_registry import Schema
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    config = registry_config(serde.registry_conn_id)
+    subject = serde.subject(topic, is_key=is_key)
+    registry = client(config)
+    if serde.reader_schema_text is not None:
+        try:
+            found = _call(config, f"lookup in {subject!r}", registry.lookup_schema, subject,
+                          Schema(serde.reader_schema_text, "AVRO"))  # fmt: skip
+            return int(found.schema_id), serde.reader_schema_text
+        except SchemaRegistryError as exc:
+            if exc.http_status_code != 404:
+                raise
+    versions = subject_versions(config, subject)
+    if not versions:
+        what = "keys" if is_key else "values"
+        raise SchemaRegistrationError(subject, None, f"no versions at {config.url}: the JSON {what} of {topic!r} "
+                                      "are encoded with the subject's latest schema; register it")  # fmt: skip
+    return versions[-1][1], writer_schema(config, versions[-1][1])
 
 
 def batch_schemas(spec: PipelineSpec) -> dict[str, AvroSchemas]:

@@ -3,6 +3,11 @@
 Like Kafka Streams' TopologyTestDriver: in the default mode records are processed in file order, each
 fully before the next; with ``batch=True`` the whole file is one micro-batch processed in the batch
 ordering rule (docs/SEMANTICS.md).
+
+The file's keys and values are JSON. An Avro input's are encoded in the Confluent wire format with its
+subject's schema (the reader schema when the registry holds it, else the subject's latest), so that they
+enter the batch as a producer's records do and the job's decoding runs unchanged; Avro keys and values
+in the output are decoded back to JSON.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from streamjoin.core.avro import decode_wire, encode_wire
 from streamjoin.core.batch_plan import BatchPlan, RecordsIndex, plan_all
 from streamjoin.core.codec import decode, encode
 from streamjoin.core.ordering import source_orders
-from streamjoin.core.spec import Format, PipelineSpec
+from streamjoin.core.spec import Format, Input, PipelineSpec, Serde
 from streamjoin.spark.engine import process_batch
 from streamjoin.spark.events import ORDER
 from streamjoin.spark.kernel import unload
@@ -50,6 +56,7 @@ def raw_rows(spec: PipelineSpec, records: Iterable[dict[str, Any]], batch: bool)
     """Kafka-shaped rows (``RAW_SCHEMA``) for the records. File order: offsets are line numbers in one
     partition; batch: offsets count per topic-partition (partition defaults to 0)."""
     counters: dict[tuple[str, int], int] = defaultdict(int)
+    encoders: dict[tuple[str, bool], Callable[[Any], bytes | None]] = {}
     rows = []
     for line, record in enumerate(records):
         topic = record["topic"]
@@ -60,11 +67,12 @@ def raw_rows(spec: PipelineSpec, records: Iterable[dict[str, Any]], batch: bool)
         partition = int(record.get("partition", 0))
         offset = counters[(topic, partition)] if batch else line
         counters[(topic, partition)] += 1
-        key = record.get("key")
+        key = _encoded(encoders, spec_input, line, record.get("key"), is_key=True)
+        value = _encoded(encoders, spec_input, line, record.get("value"), is_key=False)
         rows.append(
             (
-                encode(key, spec_input.key.format),  # None stays None
-                encode(record.get("value"), spec_input.value.format),
+                key,  # None stays None
+                value,
                 topic,
                 partition,
                 offset,
@@ -72,6 +80,36 @@ def raw_rows(spec: PipelineSpec, records: Iterable[dict[str, Any]], batch: bool)
             )
         )
     return rows
+
+
+def _encoded(
+    encoders: dict[tuple[str, bool], Callable[[Any], bytes | None]],
+    spec_input: Input,
+    line: int,
+    data: Any,
+    *,
+    is_key: bool,
+) -> bytes | None:
+    """A records file's JSON key or value as the input's bytes (Avro: the wire format with the schema of
+    :func:`~streamjoin.kafka.schema_registry.encoding_schema`, asked once per topic)."""
+    serde = spec_input.key if is_key else spec_input.value
+    if serde.format is not Format.AVRO:
+        return encode(data, serde.format)
+    where = (spec_input.topic, is_key)
+    if where not in encoders:
+        from streamjoin.kafka.schema_registry import encoding_schema
+
+        schema_id, schema = encoding_schema(serde, spec_input.topic, is_key=is_key)
+        encoders[where] = partial(encode_wire, schema_id=schema_id, schema=schema)
+    try:
+        return encoders[where](data)
+    except (ValueError, TypeError) as exc:
+        part = "key" if is_key else "value"
+        subject = serde.subject(spec_input.topic, is_key=is_key)
+        raise ValueError(
+            f"line {line + 1}: {part} {data!r} of topic {spec_input.topic!r} does not fit the Avro schema of "
+            f"subject {subject!r} ({exc}): write it as that schema's JSON"
+        ) from None
 
 
 def replay(
@@ -160,7 +198,8 @@ def _run(
     collected = emitted.unionByName(letters, allowMissingColumns=True).collect()
     rows = sorted((r for r in collected if r["dead_topic"] is None),
                   key=lambda r: (*(r[c] for c in order), r["__stage"], r["__sub"]))  # fmt: skip
-    result = [{"topic": r["topic"], "key": r["key"], "value": _unjson(r["value_json"]), "ts": r["ts"]} for r in rows]
+    result = [{"topic": r["topic"], "key": _result_key(spec, r["key"], r["__stage"]), "value": _unjson(r["value_json"]),
+               "ts": r["ts"]} for r in rows]  # fmt: skip
     if sources:
         for out_row, r in zip(result, rows, strict=True):
             out_row["source"] = {"topic": r["source_topic"], "partition": r["source_partition"],
@@ -235,30 +274,45 @@ def _unjson(text: str) -> Any:
     return value
 
 
+def _result_key(spec: PipelineSpec, key: Any, stage: int) -> Any:
+    """A join result's key as the records file writes it: an Avro key (its serialized bytes) decoded to JSON;
+    an aggregate's key (``stage`` 1) is its group (binary in the union with Avro keys: its UTF-8 text)."""
+    if key is None or spec.left.key.format is not Format.AVRO:
+        return key
+    return _decoded(key, spec.left.key) if stage == 0 else bytes(key).decode()
+
+
 def _dead_key(spec: PipelineSpec, topic: str, key: Any) -> Any:
     """A dead letter's key as the records file writes it: decoded with its source's key format (an input
-    topic's, else the join result's: the left input's); bytes that do not decode stay text."""
+    topic's, else the join result's: the left input's); bytes that do not decode stay text (Avro: hex)."""
     try:
-        fmt = spec.input_by_topic(topic)[1].key.format
+        serde = spec.input_by_topic(topic)[1].key
     except KeyError:
-        fmt = spec.left.key.format
-    return _decoded(key, fmt)
+        serde = spec.left.key
+    return _decoded(key, serde)
 
 
 def _dead_value(spec: PipelineSpec, topic: str, value: Any) -> Any:
     """A dead letter's value decoded with its input's value format; a rejected join result (from the join's
     output topic) is JSON text and stays text, as do bytes that do not decode."""
     try:
-        fmt = spec.input_by_topic(topic)[1].value.format
+        return _decoded(value, spec.input_by_topic(topic)[1].value)
     except KeyError:
-        fmt = Format.STRING
-    return _decoded(value, fmt)
+        return _decoded(value, Serde(format=Format.STRING))
 
 
-def _decoded(data: Any, fmt: Format) -> Any:
+def _decoded(data: Any, serde: Serde) -> Any:
     if data is None:
         return None
     try:
-        return decode(bytes(data), fmt)
-    except (ValueError, struct.error):
-        return bytes(data).decode(errors="replace")
+        if serde.format is Format.AVRO:
+            return decode_wire(bytes(data), partial(_writer_schema, serde.registry_conn_id))
+        return decode(bytes(data), serde.format)
+    except (ValueError, struct.error, EOFError):
+        return bytes(data).hex() if serde.format is Format.AVRO else bytes(data).decode(errors="replace")
+
+
+def _writer_schema(conn_id: str, schema_id: int) -> str:
+    from streamjoin.kafka.schema_registry import registry_config, writer_schema
+
+    return writer_schema(registry_config(conn_id), schema_id)
