@@ -4,7 +4,7 @@ UV_VERSION := 0.13.9
 UV := .tools/uvenv/bin/uv
 ENV := source scripts/env.sh &&
 
-.PHONY: setup browser demo test ui broker-start broker-stop lint clean
+.PHONY: setup browser demo test ui broker-start broker-stop registry-start registry-stop lint clean
 
 $(UV):
 	python3 -m venv .tools/uvenv
@@ -14,7 +14,7 @@ $(UV):
 	$(UV) sync --frozen
 	touch $@
 
-.local/jars/.fetched: java/kafka-broker/pom.xml java/spark-kafka/pom.xml scripts/fetch-jars.sh
+.local/jars/.fetched: java/kafka-broker/pom.xml java/spark-kafka/pom.xml java/protoc/pom.xml scripts/fetch-jars.sh
 	bash scripts/fetch-jars.sh
 	touch $@
 
@@ -42,10 +42,18 @@ broker-start: setup
 broker-stop:
 	$(ENV) python -m streamjoin.localdev.kafka_broker stop
 
+# the schema registry the Avro demo (streamjoin_clicks_per_region_avro_demo) and Avro pipelines ask
+# (connection schema_registry_default in scripts/env.sh)
+registry-start: setup
+	$(ENV) python -m streamjoin.localdev.schema_registry start --port $${SCHEMA_REGISTRY_PORT}
+
+registry-stop:
+	$(ENV) python -m streamjoin.localdev.schema_registry stop --port $${SCHEMA_REGISTRY_PORT}
+
 demo: broker-start  ## the seed pipeline end to end through Airflow
 	$(ENV) bash scripts/demo.sh
 
-ui: broker-start  ## Airflow's UI (airflow standalone) on http://127.0.0.1:8080
+ui: broker-start registry-start  ## Airflow's UI (airflow standalone) on http://127.0.0.1:8080
 	$(ENV) airflow standalone
 
 test: setup browser  ## every test tier; the broker is started by the test session
@@ -54,5 +62,5 @@ test: setup browser  ## every test tier; the broker is started by the test sessi
 lint: setup
 	.venv/bin/ruff check . && .venv/bin/mypy
 
-clean: broker-stop
+clean: broker-stop registry-stop
 	rm -rf var .local/kafka .local/test-kafka

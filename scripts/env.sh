@@ -14,6 +14,9 @@ export AIRFLOW__API__HOST="${AIRFLOW__API__HOST:-127.0.0.1}"
 export AIRFLOW__API__BASE_URL="${AIRFLOW__API__BASE_URL:-http://${AIRFLOW__API__HOST}:8080}"
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$AIRFLOW_HOME/airflow.db"
 export AIRFLOW_CONN_STREAMJOIN_KAFKA_DEFAULT="{\"conn_type\": \"streamjoin_kafka\", \"host\": \"127.0.0.1\", \"port\": $KAFKA_PORT}"
+# the local schema registry (`make registry-start`, streamjoin.localdev.schema_registry) for Avro and Protobuf topics
+export SCHEMA_REGISTRY_PORT="${SCHEMA_REGISTRY_PORT:-18081}"
+export AIRFLOW_CONN_SCHEMA_REGISTRY_DEFAULT="${AIRFLOW_CONN_SCHEMA_REGISTRY_DEFAULT:-{\"conn_type\": \"http\", \"host\": \"127.0.0.1\", \"port\": $SCHEMA_REGISTRY_PORT, \"schema\": \"apis/ccompat/v6\"}}"
 export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}'
 # where alerts go by default (include/alerts.yaml): a receiver on loopback, `python -m streamjoin.localdev.alert_sink`
 export STREAMJOIN_ALERT_SINK_PORT="${STREAMJOIN_ALERT_SINK_PORT:-18461}"

@@ -101,6 +101,16 @@ REFERENCE_FUNCTIONS: dict[str, dict[str, Any]] = {
         "joiner": lambda k, left, right: {"product": left["product"], "name": right, "qty": left["qty"]},
         "foreign_key": lambda k, v: v["product"],
     },
+    # seed 000 on Avro values (a click without page gets the reader schema's default) and an Avro output
+    "clicks_per_region_avro": {
+        "joiner": lambda k, left, right: {
+            "region": right["region"] if right is not None else "UNKNOWN",
+            "clicks": left["clicks"],
+            "page": left.get("page", "home"),
+        },
+        "group_by": lambda k, v: v["region"],
+        "value": lambda k, v: v["clicks"],
+    },
 }
 
 
@@ -203,11 +213,13 @@ def _assert_day_and_outputs(spec: Any, kafka_bootstrap: str) -> tuple[str, list[
     check having counted the sample's left records with a value on the topic), and the output topics hold what
     the reference engine emits for the sample (per key, in order, with the records' times). Returns the day and
     the records."""
+    from streamjoin.core.avro import decode_wire
     from streamjoin.core.backfill import DAY_MS, day_start_ms
     from streamjoin.core.codec import decode
     from streamjoin.demo.report import latest_check
     from streamjoin.demo.sample import DEMO_BEFORE_DAY_END_MS, demo_records
     from streamjoin.kafka.clients import consume_all
+    from streamjoin.kafka.schema_registry import registry_config, writer_schema
     from streamjoin.quality.gate import counts_left_records
 
     check = latest_check(spec)
@@ -226,7 +238,12 @@ def _assert_day_and_outputs(spec: Any, kafka_bootstrap: str) -> tuple[str, list[
     for sink in sinks:
         for record in consume_all(kafka_bootstrap, str(sink.topic), timeout=30):
             ts = int(dict(record.headers)["ts"]) - base
-            got.append((sink.topic, decode(record.key, Format.STRING), decode(record.value, sink.value_format), ts))
+            if sink.value_format is Format.AVRO:  # the output's registered schema, by the id in each record
+                config = registry_config(sink.registry_conn_id)
+                value = decode_wire(record.value, lambda i, config=config: writer_schema(config, i))
+            else:
+                value = decode(record.value, sink.value_format)
+            got.append((sink.topic, decode(record.key, Format.STRING), value, ts))
     expected = [(e.topic, e.key, e.value, e.ts) for e in _expected_outputs(spec) if e.topic != spec.dead_letter_topic]
     assert expected and _per_key(got) == _per_key(expected), f"expected {expected}\n   got {got}"
     return check.day, got
@@ -277,12 +294,39 @@ def session_settings(spark: Any) -> Iterator[Any]:
                 spark.conf.set(key, before[key]) if key in before else spark.conf.unset(key)
 
 
+@pytest.fixture
+def demo_registry(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """For a demo pipeline with Avro inputs: a local schema registry (Apicurio, as `make registry-start` runs
+    it) as the demo's connection ``schema_registry_default``, stopped after the test; nothing for the others."""
+    from streamjoin.core.spec import load_spec
+    from streamjoin.kafka import schema_registry
+    from streamjoin.localdev.schema_registry import SchemaRegistry
+
+    spec = load_spec(PROJECT_HOME / "include" / "pipelines" / f"{request.node.callspec.params['pipeline']}.yaml")
+    if not any(i.value.format is Format.AVRO for i in spec.inputs.values()):
+        yield
+        return
+    port = int(os.environ.get("STREAMJOIN_TEST_KAFKA_PORT", "19092")) + 34  # beside test_avro_topics' (+33)
+    registry = SchemaRegistry(tmp_path_factory.mktemp("registry"), port)
+    registry.start(timeout=90)
+    conn = {"conn_type": "http", "host": "127.0.0.1", "port": port, "schema": "apis/ccompat/v6"}
+    monkeypatch.setenv("AIRFLOW_CONN_SCHEMA_REGISTRY_DEFAULT", json.dumps(conn))
+    schema_registry.registry_config.cache_clear()
+    try:
+        yield
+    finally:
+        registry.stop()
+        schema_registry.registry_config.cache_clear()
+
+
 @pytest.mark.airflow
 @pytest.mark.kafka
 @pytest.mark.spark
 @pytest.mark.parametrize("pipeline", [name for name in REFERENCE_FUNCTIONS if name != SEED])
 def test_demo_pipeline_writes_what_the_semantics_imply_and_its_day_passes_its_quality_check(
-    pipeline: str, kafka_bootstrap: str, session_settings: Any, monkeypatch: pytest.MonkeyPatch
+    pipeline: str, kafka_bootstrap: str, session_settings: Any, monkeypatch: pytest.MonkeyPatch, demo_registry: None
 ) -> None:
     """The pipeline's demo DAG's own tasks, run in this process in the DAG's order: its Python tasks, topic
     provisioning and the check's report (``execute``); its two spark-submit tasks as what their jobs run

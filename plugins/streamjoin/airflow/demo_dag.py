@@ -14,7 +14,7 @@ from streamjoin.airflow.dag_factory import DATA_DOCS, KAFKA_CONN_ID, joined, pip
 from streamjoin.airflow.operators.provision_topics import ProvisionTopicsOperator
 from streamjoin.airflow.operators.stream_join import StreamJoinJobOperator
 from streamjoin.core.plans import resolve
-from streamjoin.core.spec import PipelineSpec, load_spec
+from streamjoin.core.spec import Format, Input, PipelineSpec, load_spec
 
 
 def demo_dag(spec_path: str, *, dag_id: str | None = None, **dag_kwargs: Any) -> DAG:
@@ -105,9 +105,27 @@ def produce_sample(spec_path: str) -> dict[str, Any]:
     for record in demo_records(spec):
         _, spec_input = spec.input_by_topic(record.topic)
         key = None if record.key is None else record.key.encode()
-        rows.append((record.topic, key, encode(record.value, spec_input.value.format), base + record.offset_ms, []))
+        value = _avro_value(spec_input, record.value) if spec_input.value.format is Format.AVRO else (
+            encode(record.value, spec_input.value.format))  # fmt: skip
+        rows.append((record.topic, key, value, base + record.offset_ms, []))
     produce_records(StreamJoinKafkaHook(KAFKA_CONN_ID).kafka_config(), rows)
     return {"records": len(rows), "day": day.isoformat()}
+
+
+def _avro_value(spec_input: Input, value: Any) -> bytes | None:
+    """An Avro input's sample value in Confluent's wire format: written with the input's reader schema,
+    registered under its subject (registering it again gives its id) in the input's registry."""
+    from confluent_kafka.schema_registry import Schema
+
+    from streamjoin.core.avro import encode_wire
+    from streamjoin.kafka.schema_registry import client, registry_config
+
+    schema = spec_input.value.reader_schema_text
+    if schema is None:
+        raise ValueError(f"the demo of input {spec_input.topic!r} writes Avro with its reader_schema: give one")
+    config = registry_config(spec_input.value.registry_conn_id)
+    schema_id = client(config).register_schema(spec_input.value.subject(spec_input.topic), Schema(schema, "AVRO"))
+    return encode_wire(value, schema_id, schema)
 
 
 @task(task_id="report")
