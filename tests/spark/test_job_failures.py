@@ -30,6 +30,7 @@ from streamjoin.core.plans import KERNEL_JAR, PROJECT_HOME, connector_jars
 from streamjoin.core.spec import PipelineSpec, parse_spec
 from streamjoin.core.topic_plan import plan_topics
 from streamjoin.kafka.admin import delete_topics, ensure_topics
+from streamjoin.kafka.clients import consume_all
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 FAULT = "streamjoin.kernel.fault"  # TransactionalTask.FAULT
@@ -195,6 +196,40 @@ def test_a_transient_kernel_failure_in_a_write_task_is_transient(
     failure = _failure(tmp_path)
     assert (code, failure.error, failure.transient) == (EXIT_TRANSIENT, "JvmError", True), failure
     assert failure.message.startswith("dev.streamjoin.kernel.TransientKernelException: test fault"), failure.message
+
+
+def test_a_batch_whose_tasks_committed_before_the_job_died_is_not_written_again(
+    spark: Any, kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Exactly-once delivery, two partitions; task 0 of batch 0 commits its transaction (its results, its dead
+    letter and its marker) and then fails (the kernel's test fault ``after_commit``): the job exits transient
+    before ``commits/0``. The restart runs batch 0 again: task 0 finds its marker and sends nothing, task 1
+    writes. Read committed, each result and each dead letter is on its topic once."""
+    spec, path = _spec(tmp_path, partitions=2, exactly_once=True)
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, plan_topics(spec))
+    system = spark.sparkContext._jvm.java.lang.System
+    try:
+        for partition in (0, 1):
+            _produce(kafka_bootstrap, spec.left.topic, partition=partition, records=3)
+            producer = Producer({"bootstrap.servers": kafka_bootstrap})
+            producer.produce(spec.left.topic, key=f"dead{partition}".encode(), value=None, partition=partition)
+            assert producer.flush(30) == 0
+        system.setProperty(FAULT, "after_commit:0:0")
+        try:
+            code = _run(spark, path, kafka_bootstrap, tmp_path, monkeypatch)
+        finally:
+            system.clearProperty(FAULT)
+        assert (code, _failure(tmp_path).transient) == (EXIT_TRANSIENT, True)
+        assert OffsetLog(tmp_path / "ck" / QUERY_DIR).last_committed() is None
+        assert _run(spark, path, kafka_bootstrap, tmp_path, monkeypatch) == 0
+        results = consume_all(kafka_bootstrap, spec.output.topic, timeout=30)
+        letters = consume_all(kafka_bootstrap, spec.dead_letter_topic, timeout=30)
+    finally:
+        _cleanup(kafka_bootstrap, spec)
+    assert sorted((r.key, r.value) for r in results) == [(f"u{n}".encode(), b'{"left":"/home","right":null}')
+                                                         for n in (0, 0, 1, 1, 2, 2)]  # fmt: skip
+    assert sorted(r.key for r in letters) == [b"dead0", b"dead1"]
+    assert OffsetLog(tmp_path / "ck" / QUERY_DIR).last_committed() == 0
 
 
 @pytest.mark.parametrize("exactly_once", [False, True], ids=["at_least_once", "exactly_once"])
