@@ -33,8 +33,14 @@ clicks' key: ``foreign_key: {expr: key}`` / ``leftJoin(regions, (user, n) -> use
 ``table-table``; Kafka Streams' run ends when its inputs and its subscription and response topics are committed),
 ``join+sum/batch`` (+ per-region sum, one update per region and micro-batch / Kafka Streams' default record
 cache), ``join+sum`` (one sum update per click / no record cache), ``stream-stream`` (views x clicks, 10 s
-window, inner). Rates are input records per second over a backlog (streamjoin: ``run_stream`` with
-``available_now``, batches of at most ``--max-per-trigger`` offsets, no pause between batches).
+window, inner), ``join/avro`` (``join`` on Avro values in Confluent's wire format: clicks ``{clicks: long}`` and
+regions ``{region: string}`` on topics of their own, written through the local schema registry, which the bench
+starts if it is not running (``streamjoin.localdev.schema_registry``) and gives the jobs as
+``schema_registry_default``; an Avro output; Kafka Streams' ``join-avro`` workload reads and writes them with
+its own serde on Apache Avro, ``RegistryAvroSerde``, as Confluent's serde does; checked as ``join``, the output
+decoded by fastavro with each record's writer schema from the registry). Rates are input records per second
+over a backlog (streamjoin: ``run_stream`` with ``available_now``, batches of at most ``--max-per-trigger``
+offsets, no pause between batches).
 ``--max-per-trigger`` takes a comma list: all variants run at the first size, ``--more-sizes-variants``
 (default ``join``) at the others.
 
@@ -54,6 +60,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import statistics
 import struct
 import subprocess
@@ -86,7 +93,13 @@ KS_WORKLOAD = {
     "join+sum/batch": "join-sum",
     "join+sum": "join-sum-nocache",
     "stream-stream": "stream-stream",
+    "join/avro": "join-avro",
 }
+#: variants on the Avro input topics (values in Confluent's wire format, schemas in the registry)
+AVRO = {"join/avro"}
+CLICK_AVRO = {"type": "record", "name": "Click", "namespace": "bench", "fields": [{"name": "clicks", "type": "long"}]}
+REGION_AVRO = {"type": "record", "name": "Region", "namespace": "bench",
+               "fields": [{"name": "region", "type": "string"}]}  # fmt: skip
 #: variants whose Kafka output is exactly once: ours ``output.delivery: exactly_once``, Kafka Streams'
 #: ``processing.guarantee=exactly_once_v2``
 EXACTLY_ONCE = {"join/eos"}
@@ -116,7 +129,8 @@ def slug(variant: str) -> str:
 
 
 def input_topics(suffix: str) -> dict[str, str]:
-    return {"clicks": "user-clicks" + suffix, "regions": "user-regions" + suffix, "views": "user-views" + suffix}
+    return {"clicks": "user-clicks" + suffix, "regions": "user-regions" + suffix, "views": "user-views" + suffix,
+            "clicks_avro": "user-clicks-avro" + suffix, "regions_avro": "user-regions-avro" + suffix}  # fmt: skip
 
 
 def output_topics(variant: str, out_suffix: str) -> dict[str, str]:
@@ -161,6 +175,12 @@ def bench_spec(suffix: str, out_suffix: str, variant: str, max_per_trigger: int)
         data["inputs"]["clicks"]["role"] = "table"
         data["join"]["shape"] = "table-table-fk"
         data["join"]["foreign_key"] = {"expr": "key"}
+    if variant in AVRO:  # the join on the Avro topics: record values, fields in the joiner, an Avro output
+        topics = input_topics(suffix)
+        data["inputs"]["clicks"] |= {"topic": topics["clicks_avro"], "value": {"format": "avro"}}
+        data["inputs"]["regions"] |= {"topic": topics["regions_avro"], "value": {"format": "avro"}}
+        data["join"]["joiner"] = {"select": {"region": "coalesce(right.region, 'UNKNOWN')", "clicks": "left.clicks"}}
+        data["output"]["value_format"] = "avro"
     if variant.startswith("join+sum"):
         data["aggregate"]["output"]["topic"] += out_suffix
         data["aggregate"]["output"]["files"] = None
@@ -368,7 +388,8 @@ class Child:
             if line.startswith(marker):
                 return line[len(marker) :], lines
             lines.append(line)
-            if not line.startswith("streamjoin progress"):  # the batch line says it all
+            # the batch line says it all; a job's registry client logs each of its requests
+            if not line.startswith("streamjoin progress") and "HTTP Request: " not in line:
                 print(f"  [{self.name}] {line}", flush=True)
         code = self.process.wait()
         raise RuntimeError(f"{self.name} ended (exit {code}) before answering")
@@ -402,15 +423,19 @@ def streamjoin_child(args: argparse.Namespace, suffix: str, child: str, max_per_
 def kafka_streams_child(args: argparse.Namespace, suffix: str, variant: str, expected: Produced, pairs: int) -> Child:
     workload = KS_WORKLOAD[variant]
     topics = input_topics(suffix)
+    avro = variant in AVRO
+    clicks, regions = topics["clicks_avro" if avro else "clicks"], topics["regions_avro" if avro else "regions"]
     command = ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-jar", str(KS_JAR),
-               "--bootstrap", args.bootstrap, "--workload", workload, "--clicks", topics["clicks"],
-               "--regions", topics["regions"], "--views", topics["views"],
+               "--bootstrap", args.bootstrap, "--workload", workload, "--clicks", clicks,
+               "--regions", regions, "--views", topics["views"],
                "--threads", str(args.ks_threads), "--commit-interval-ms", str(args.ks_commit_interval_ms),
                "--expect-count", str(pairs if variant == "stream-stream" else expected.clicks)]  # fmt: skip
     if args.ks_max_task_idle_ms is not None:
         command += ["--max-task-idle-ms", str(args.ks_max_task_idle_ms)]
     if variant in EXACTLY_ONCE:
         command += ["--guarantee", "exactly_once_v2"]
+    if variant in AVRO:
+        command += ["--registry", args.registry_url]
     if workload == "join-sum":
         command += ["--expect-totals", ",".join(f"{k}={v}" for k, v in sorted(expected.totals.items()))]
     if workload == "join-sum-nocache":
@@ -421,10 +446,10 @@ def kafka_streams_child(args: argparse.Namespace, suffix: str, variant: str, exp
 class Checker:
     """Reads a run's output topics with Spark's Kafka batch source and compares them with the answer."""
 
-    def __init__(self, bootstrap: str, partitions: int) -> None:
+    def __init__(self, bootstrap: str, partitions: int, registry_url: str | None = None) -> None:
         from streamjoin.spark.session import build_session
 
-        self.bootstrap = bootstrap
+        self.bootstrap, self.registry_url = bootstrap, registry_url
         self.spark = build_session("streamjoin-bench-check", master="local[2]", shuffle_partitions=partitions,
                                    extra_conf={"spark.ui.enabled": "false", "spark.driver.memory": "2g"})  # fmt: skip
 
@@ -454,6 +479,41 @@ class Checker:
             .collect()
         )
         return sum(r["n"] for r in rows), {r["region"]: r["clicks"] for r in rows}
+
+    def enriched_avro(self, topic: str) -> tuple[int, dict[str | None, int], int]:
+        """``(count, per-region sums, records not in the wire format)`` of an Avro output: each value decoded
+        by fastavro with the writer schema of its id, fetched from the registry once per id."""
+        from pyspark.sql import functions as F
+
+        assert self.registry_url is not None, "an Avro output is checked with the registry's schemas"
+        frame = self.read(topic).select("value")
+        found = frame.select(F.conv(F.hex(F.substring("value", 2, 4)), 16, 10).cast("long").alias("id")).distinct()
+        schemas = {r["id"]: registry_schema(self.registry_url, r["id"]) for r in found.collect() if r["id"] is not None}
+
+        def decode_partition(rows: Any) -> Any:
+            import io
+
+            import fastavro
+
+            parsed = {i: fastavro.parse_schema(json.loads(text)) for i, text in schemas.items()}
+            count, bad, sums = 0, 0, dict[str | None, int]()
+            for row in rows:
+                data = row["value"]
+                if data is None or len(data) < 5 or data[0] != 0:
+                    bad += 1
+                    continue
+                writer = parsed[int.from_bytes(data[1:5], "big")]
+                record: Any = fastavro.schemaless_reader(io.BytesIO(bytes(data[5:])), writer, None)
+                count += 1
+                sums[record["region"]] = sums.get(record["region"], 0) + int(record["clicks"])
+            yield count, sums, bad
+
+        total, bad, sums = 0, 0, dict[str | None, int]()
+        for count, part, wrong in frame.rdd.mapPartitions(decode_partition).collect():
+            total, bad = total + count, bad + wrong
+            for region, clicks in part.items():
+                sums[region] = sums.get(region, 0) + clicks
+        return total, sums, bad
 
     def latest_longs(self, topic: str) -> dict[str | None, int | None]:
         """The value of each key's last record (keys of one region sit in one partition)."""
@@ -510,7 +570,12 @@ class Checker:
                 first = [(k, expected.last_clicks.get(k), latest.get(k)) for k in wrong[:3]]
                 problems.append(f"the join table: {len(wrong)} of {len(expected.last_clicks)} users differ: {first}")
         else:
-            count, sums = self.enriched(topics["enriched"])
+            if variant in AVRO:
+                count, sums, bad = self.enriched_avro(topics["enriched"])
+                if bad:
+                    problems.append(f"{bad} records on {topics['enriched']} are not Avro in the Confluent wire format")
+            else:
+                count, sums = self.enriched(topics["enriched"])
             if count != expected.clicks:
                 problems.append(f"enriched clicks: expected {expected.clicks}, got {count}")
             if sums != expected.totals:
@@ -524,6 +589,49 @@ class Checker:
         if "dead" in topics and (dead := self.count(topics["dead"])):
             problems.append(f"dead letters: expected 0, got {dead}")
         return problems
+
+
+def registry_schema(url: str, schema_id: int) -> str:
+    """The schema of ``schema_id`` from a Confluent-compatible registry's API at ``url``."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/schemas/ids/{schema_id}", timeout=30) as response:
+        return str(json.loads(response.read())["schema"])
+
+
+def start_registry(port: int) -> tuple[Any, bool]:
+    """A local schema registry of the bench's own (``.local/bench-registry``, on ``port``: not the one of
+    localdev or the tests, which others restart, emptying it), started unless it runs (whether this call started
+    it), set as the jobs' ``schema_registry_default`` connection (children inherit the environment)."""
+    from streamjoin.localdev.schema_registry import API_PATH, SchemaRegistry
+
+    registry = SchemaRegistry(HOME / ".local" / "bench-registry", port)
+    started = registry.start(timeout=180)
+    conn = {"conn_type": "http", "host": "127.0.0.1", "port": registry.port, "schema": API_PATH.strip("/")}
+    os.environ["AIRFLOW_CONN_SCHEMA_REGISTRY_DEFAULT"] = json.dumps(conn)
+    return registry, started
+
+
+def produce_avro(args: argparse.Namespace, topics: dict[str, str], expected: Produced) -> None:
+    """The clicks and regions of :func:`produce` again (same seed: same answer) on the Avro topics, their
+    schemas registered under ``<topic>-value``; values in the wire format."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    from streamjoin.core.avro import encode_wire
+
+    client = SchemaRegistryClient({"url": args.registry_url})
+    click, region = json.dumps(CLICK_AVRO), json.dumps(REGION_AVRO)
+    click_id = client.register_schema(f"{topics['clicks_avro']}-value", Schema(click, "AVRO"))
+    region_id = client.register_schema(f"{topics['regions_avro']}-value", Schema(region, "AVRO"))
+    avro = produce(args.bootstrap, topics["clicks_avro"], topics["regions_avro"], args.users, args.clicks,
+                   unknown_share=args.unknown_share,
+                   encode_click=lambda n: encode_wire({"clicks": n}, click_id, click) or b"",
+                   encode_region=lambda name: encode_wire({"region": name}, region_id, region) or b"")  # fmt: skip
+    if (avro.clicks, avro.totals) != (expected.clicks, expected.totals):
+        raise RuntimeError(f"the Avro topics' answer {avro.totals} differs from the others' {expected.totals}")
+    total = args.clicks + args.users
+    print(f"produced {total:,} Avro records in {avro.seconds:.1f}s (schema ids: clicks {click_id}, regions "
+          f"{region_id})", flush=True)  # fmt: skip
 
 
 _PHASES = ("read_ms", "write_ms", "state_ms", "state_bytes", "driver_ms", "plan_ms")
@@ -704,6 +812,8 @@ def main() -> int:
                         help="Kafka Streams commit.interval.ms (flushes the record cache)")  # fmt: skip
     parser.add_argument("--ks-max-task-idle-ms", type=int, default=None,
                         help="Kafka Streams max.task.idle.ms (default: Kafka Streams' own, 0)")  # fmt: skip
+    parser.add_argument("--registry-port", type=int, default=18181,
+                        help="join/avro: the port of the bench's schema registry (started if not running)")  # fmt: skip
     parser.add_argument("--latency-rate", type=int, default=20_000, help="clicks/s; 0 skips the latency run")
     parser.add_argument("--latency-seconds", type=int, default=60)
     parser.add_argument("--results", default=str(Path(__file__).with_name("results.jsonl")),
@@ -728,6 +838,19 @@ def main() -> int:
     topics = input_topics(suffix)
     make_topics(args.bootstrap, {topics["clicks"]: False, topics["regions"]: True, topics["views"]: False},
                 args.partitions)  # fmt: skip
+    avro = bool(AVRO & {*variants, *more})
+    registry, started_registry = start_registry(args.registry_port) if avro else (None, False)
+    args.registry_url = registry.url if registry is not None else None
+    try:
+        return bench(args, suffix, topics, sizes, variants, more, avro)
+    finally:
+        if started_registry and registry is not None:
+            registry.stop()
+
+
+def bench(args: argparse.Namespace, suffix: str, topics: dict[str, str], sizes: list[int], variants: list[str],
+          more: list[str], avro: bool) -> int:  # fmt: skip
+    """Produce the inputs, run every variant at every size and the latency run, print and record the results."""
     stream_stream = "stream-stream" in variants or "stream-stream" in more
     expected = produce(args.bootstrap, topics["clicks"], topics["regions"], args.users, args.clicks,
                        unknown_share=args.unknown_share, keep_times=stream_stream,
@@ -740,7 +863,10 @@ def main() -> int:
         pairs = produce_views(args.bootstrap, topics["views"], args.users, args.views, expected)
         print(f"produced {args.views:,} views; expected {pairs:,} view-click pairs within 10 s", flush=True)
     expected.click_times.clear()
-    checker = Checker(args.bootstrap, args.partitions)
+    if avro:
+        make_topics(args.bootstrap, {topics["clicks_avro"]: False, topics["regions_avro"]: True}, args.partitions)
+        produce_avro(args, topics, expected)
+    checker = Checker(args.bootstrap, args.partitions, args.registry_url)
     failures: list[str] = []
     results: dict[str, dict[str, Any]] = {}
     for index, size in enumerate(sizes):

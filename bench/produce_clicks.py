@@ -12,6 +12,7 @@ import random
 import struct
 import time
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
@@ -48,16 +49,20 @@ def produce(
     unknown_share: float = 0.02,
     keep_times: bool = False,
     keep_last: bool = False,
+    encode_click: Callable[[int], bytes] | None = None,
+    encode_region: Callable[[str], bytes] | None = None,
 ) -> Produced:
     """Regions first (ts = base + i % 1000, default base two hours ago), then clicks spread over the hour
     after. Users ``user0 .. user{users-1}`` have a region; a click comes with probability ``unknown_share``
-    from one of ``users // 50 + 1`` users after them, who have none."""
+    from one of ``users // 50 + 1`` users after them, who have none. The values are Java LongSerializer's
+    bytes and the region's text, unless ``encode_click`` (of a count, 1..20) and ``encode_region`` (of a
+    region's name) give others (e.g. Avro): each called once per distinct value."""
     rng = random.Random(seed)
     producer = _producer(bootstrap)
     started = time.monotonic()
     base = int(time.time() * 1000) - 2 * 3_600_000 if base is None else base
     region_of = bytearray(users)  # index into REGIONS
-    encoded = [r.encode() for r in REGIONS]
+    encoded = [r.encode() if encode_region is None else encode_region(r) for r in REGIONS]
     for i in range(users):
         region = rng.randrange(len(REGIONS))
         region_of[i] = region
@@ -67,6 +72,7 @@ def produce(
     times: dict[str, list[int]] = {}
     last: dict[str, tuple[int, int]] = {}
     pack = struct.Struct(">q").pack
+    click_values = [b""] + [pack(n) if encode_click is None else encode_click(n) for n in range(1, 21)]
     step = 3_600_000 / max(clicks, 1)
     for i in range(clicks):
         if rng.random() < unknown_share:
@@ -83,7 +89,7 @@ def produce(
             times.setdefault(key, []).append(ts)
         if keep_last:
             last[key] = (region, n)
-        _produce(producer, clicks_topic, key.encode(), pack(n), ts)
+        _produce(producer, clicks_topic, key.encode(), click_values[n], ts)
     producer.flush(120)
     totals = {name: total for name, total in zip([*REGIONS, UNKNOWN], sums, strict=True) if total}
     names = [*REGIONS, UNKNOWN]

@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 jar=.local/kafka-streams-bench/kafka-streams-bench.jar
-src=bench/kafka-streams/src/main/java/dev/streamjoin/bench/KafkaStreamsBench.java
-if [[ "${FORCE:-0}" != 1 && -f "$jar" && "$jar" -nt "$src" && "$jar" -nt bench/kafka-streams/pom.xml ]]; then
+# up to date: the jar is newer than the pom and every source file
+if [[ "${FORCE:-0}" != 1 && -f "$jar" && "$jar" -nt bench/kafka-streams/pom.xml
+      && -z "$(find bench/kafka-streams/src -newer "$jar" -print -quit)" ]]; then
   echo "kafka-streams-bench: $jar is up to date"
   exit 0
 fi

@@ -19,6 +19,9 @@ import java.util.Set;
 import java.util.UUID;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
+import org.apache.avro.Schema;
+import org.apache.avro.generic.GenericData;
+import org.apache.avro.generic.GenericRecord;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.OffsetSpec;
@@ -49,15 +52,19 @@ import org.apache.kafka.streams.kstream.StreamJoined;
  * with a fresh {@code application.id} (so from the beginning of the input topics) into fresh output topics.
  *
  * <pre>
- * java -jar kafka-streams-bench.jar --bootstrap B --workload join|join-sum|join-sum-nocache|stream-stream|copy
+ * java -jar kafka-streams-bench.jar --bootstrap B --workload join|join-avro|join-sum|join-sum-nocache|stream-stream|copy
  *     --clicks T --regions T --views T --expect-count N [--expect-totals region=n,...] [--expect-agg-count N]
+ *     [--registry URL]
  *     [--threads 2] [--commit-interval-ms 1000] [--max-task-idle-ms MS] [--idle-seconds 60]
  * stdin:  run TAG OUTPUT_TOPIC [AGGREGATE_TOPIC]    (one line per run; "quit" or EOF ends)
  * stdout: KS_RESULT {"tag": ..., "seconds": ..., "done": true|false, ...}
  * </pre>
  *
  * <p>Workloads: {@code copy} (clicks to the output, bytes as they are); {@code join} (clicks leftJoin regions,
- * value {@code {"region": region or "UNKNOWN", "clicks": n}}); {@code join-sum} (the join to the output, and
+ * value {@code {"region": region or "UNKNOWN", "clicks": n}}); {@code join-avro} (the same join on Avro values in
+ * Confluent's wire format through the registry at {@code --registry}, a Confluent API base URL: clicks
+ * {@code {clicks: long}}, regions {@code {region: string}}, output {@code {region: string, clicks: long}}, with
+ * {@link RegistryAvroSerde}); {@code join-sum} (the join to the output, and
  * its clicks summed per region to the aggregate topic, default record cache); {@code join-sum-nocache} (the
  * same with {@code statestore.cache.max.bytes=0}: one aggregate update per click); {@code stream-stream} (views
  * join clicks, {@code JoinWindows.ofTimeDifferenceWithNoGrace(10 s)}, inner).
@@ -110,6 +117,18 @@ public final class KafkaStreamsBench {
 
     private record Enriched(String region, Long clicks) {}
 
+    /** The join-avro workload's output record. */
+    static final Schema ENRICHED_AVRO = new Schema.Parser().parse("""
+            {"type": "record", "name": "EnrichedClick", "namespace": "bench", "fields": [
+              {"name": "region", "type": "string"}, {"name": "clicks", "type": "long"}]}""");
+
+    static GenericRecord enrichedAvro(GenericRecord click, GenericRecord region) {
+        GenericData.Record out = new GenericData.Record(ENRICHED_AVRO);
+        out.put("region", region == null ? "UNKNOWN" : region.get("region").toString());
+        out.put("clicks", click.get("clicks"));
+        return out;
+    }
+
     Topology topology(String output, String aggregate) {
         StreamsBuilder builder = new StreamsBuilder();
         switch (workload) {
@@ -120,6 +139,13 @@ public final class KafkaStreamsBench {
                 KTable<String, String> regions = builder.table(required("regions"), Consumed.with(Serdes.String(), Serdes.String()));
                 clicks.leftJoin(regions, (n, region) -> enriched(region, n))
                         .to(output, Produced.with(Serdes.String(), Serdes.String()));
+            }
+            case "join-avro" -> {
+                RegistryAvroSerde avro = new RegistryAvroSerde(required("registry"));
+                KStream<String, GenericRecord> clicks = builder.stream(required("clicks"), Consumed.with(Serdes.String(), avro));
+                KTable<String, GenericRecord> regions = builder.table(required("regions"), Consumed.with(Serdes.String(), avro));
+                clicks.leftJoin(regions, KafkaStreamsBench::enrichedAvro)
+                        .to(output, Produced.with(Serdes.String(), avro));
             }
             case "join-sum", "join-sum-nocache" -> {
                 KStream<String, Long> clicks = builder.stream(required("clicks"), Consumed.with(Serdes.String(), Serdes.Long()));
