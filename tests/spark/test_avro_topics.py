@@ -437,6 +437,8 @@ def protobuf_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFactory)
     ensure_topics({"bootstrap.servers": avro_run.bootstrap}, plan_topics(spec))
     client = schema_registry.client(schema_registry.registry_config("schema_registry_default"))
     ids = {"v1": client.register_schema(f"{clicks}-value", Schema(CLICK_PROTO_V1, "PROTOBUF"))}
+    # the keys are avro_run's (Avro, one schema id on every topic)
+    assert client.register_schema(f"{clicks}-key", Schema(json.dumps(USER_KEY), "AVRO")) == avro_run.ids["key"]
     indexes = io.BytesIO()
     ProtobufSerializer._encode_varints(indexes, [0])  # Click is the file's first message: Confluent's [0]
 
@@ -527,3 +529,33 @@ def test_protobuf_unknown_schema_id_and_undecodable_payload_are_dead_letters(
         truncated: f"undecodable-value: the bytes do not decode as Protobuf message 'demo.Click' with schema id "
         f"{run.ids['v2']} of subject {subject!r}",
     }
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_validate_checks_a_protobuf_inputs_subject_and_message(
+    protobuf_run: ProtobufRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``streamjoin validate --registry``: the Protobuf clicks' subject is fine as the job reads it (v2's first
+    message); a record_name no version holds names both versions."""
+    import yaml
+
+    from streamjoin.cli import main
+
+    data = protobuf_run.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
+    paths = []
+    for name, record_name in (("ok", None), ("message", "demo.Nope")):
+        spec = json.loads(json.dumps(data))
+        if record_name:
+            spec["inputs"]["clicks"]["value"]["record_name"] = record_name
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        paths.append(str(path))
+    assert main(["validate", "--registry", *paths]) == 1
+    subject = f"{protobuf_run.spec.left.topic}-value"
+    assert capsys.readouterr().out.splitlines() == [
+        f"ok: {paths[0]}",
+        *(f"error: {paths[1]}: inputs.clicks.value: version {v} of subject {subject!r}: it has no message "
+          "'demo.Nope': its records would be dead letters; set record_name" for v in (1, 2)),
+        "2 specs, 1 invalid",
+    ]  # fmt: skip

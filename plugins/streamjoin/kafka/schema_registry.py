@@ -272,6 +272,9 @@ def subject_problems(spec: PipelineSpec) -> list[SubjectProblem]:
     checker = avro.compatibility.ReaderWriterCompatibilityChecker()
     for name, spec_input in spec.inputs.items():
         serde, path = spec_input.value, f"inputs.{name}.value"
+        if serde.format is Format.PROTOBUF:
+            problems += _protobuf_problems(path, serde, spec_input.topic)
+            continue
         if serde.format is not Format.AVRO:
             continue
         config = registry_config(serde.registry_conn_id)
@@ -292,6 +295,33 @@ def subject_problems(spec: PipelineSpec) -> list[SubjectProblem]:
             problems.append(SubjectProblem(path, subject, version, f"the reader schema cannot read it: field "
                                            f"{fields} ({kinds} at {', '.join(sorted(result.locations))})"))  # fmt: skip
     return problems
+
+
+def _protobuf_problems(path: str, serde: Serde, topic: str) -> list[SubjectProblem]:
+    """A Protobuf input's subject has versions, and each compiles and holds the message the job reads
+    (``record_name``, else the latest version's first message): a version without it has its records
+    dead-lettered. Field changes between versions are not checked."""
+    from streamjoin.core.errors import SpecError
+    from streamjoin.kafka import protobuf
+
+    config = registry_config(serde.registry_conn_id)
+    subject = serde.subject(topic)
+    versions = subject_versions(config, subject)
+    if not versions:
+        return [SubjectProblem(path, subject, None, f"no versions at {config.url}: register the topic's schema, "
+                               "or check subject_name_strategy and record_name")]  # fmt: skip
+    problems, message = [], serde.full_record_name
+    for version, schema_id in reversed(versions):  # the latest first: its first message is the default
+        try:
+            fds = protobuf.descriptor_set(writer_schema(config, schema_id), subject)
+        except SpecError as exc:
+            problems.append(SubjectProblem(path, subject, version, f"protoc cannot compile it: {exc.expected}"))
+            continue
+        message = message or protobuf.main_message(fds)
+        if message is None or protobuf.message_indexes(fds, message) is None:
+            problem = f"it has no message {message!r}: its records would be dead letters; set record_name"
+            problems.append(SubjectProblem(path, subject, version, problem))
+    return sorted(problems, key=lambda p: p.version or 0)
 
 
 def key_subject_warnings(spec: PipelineSpec) -> list[SubjectProblem]:
