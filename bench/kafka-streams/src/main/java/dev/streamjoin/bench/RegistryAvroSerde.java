@@ -31,8 +31,9 @@ import org.apache.kafka.common.serialization.Serializer;
  * Avro values in Confluent's wire format (magic byte 0, the writer schema's 4-byte id, the binary payload)
  * through a Confluent-compatible registry, as Confluent's {@code GenericAvroSerde} reads and writes them
  * (which the Maven repository reached here does not serve). A record is read with the writer schema of its
- * id, fetched once per id ({@code GET /schemas/ids/{id}}); a record is written with its own schema, registered
- * under {@code <topic>-value} at the topic's first record ({@code POST /subjects/{subject}/versions}).
+ * id, fetched once per id ({@code GET /schemas/ids/{id}}); a record is written with its own schema: the id it was
+ * read with (a source table's store writes its records again), else registered under {@code <topic>-value} at
+ * the topic's first record ({@code POST /subjects/{subject}/versions}).
  */
 final class RegistryAvroSerde implements Serde<GenericRecord> {
     private static final byte MAGIC = 0;
@@ -79,7 +80,8 @@ final class RegistryAvroSerde implements Serde<GenericRecord> {
             return null;
         }
         Schema schema = record.getSchema();
-        int id = ids.computeIfAbsent(topic, t -> registry.register(t + "-value", schema));
+        Integer known = registry.known(schema);
+        int id = known != null ? known : ids.computeIfAbsent(topic, t -> registry.register(t + "-value", schema));
         ByteArrayOutputStream out = new ByteArrayOutputStream(32);
         out.write(MAGIC);
         out.writeBytes(ByteBuffer.allocate(4).putInt(id).array());
@@ -99,13 +101,23 @@ final class RegistryAvroSerde implements Serde<GenericRecord> {
         private final String url;
         private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
         private final Map<Integer, Schema> schemas = new ConcurrentHashMap<>();
+        private final Map<Schema, Integer> fetched = new ConcurrentHashMap<>();
 
         Registry(String url) {
             this.url = url.replaceAll("/+$", "");
         }
 
         Schema schema(int id) {
-            return schemas.computeIfAbsent(id, i -> new Schema.Parser().parse(call("GET", "/schemas/ids/" + i, null).get("schema").asText()));
+            return schemas.computeIfAbsent(id, i -> {
+                Schema schema = new Schema.Parser().parse(call("GET", "/schemas/ids/" + i, null).get("schema").asText());
+                fetched.putIfAbsent(schema, i);
+                return schema;
+            });
+        }
+
+        /** The id of a schema fetched by id (a record read is written again with it), else null. */
+        Integer known(Schema schema) {
+            return fetched.get(schema);
         }
 
         int register(String subject, Schema schema) {
