@@ -219,5 +219,11 @@ def test_protobuf_schemas_compile_to_the_message_indexes_and_values_confluent_wr
         "clicks": 3, "tags": ["a"], "counts": {"x": 2}, "kind": "PROMOTED", "inner": None, "note": None
     }  # fmt: skip
     assert protobuf.decode_message(fds, "demo.Click", b"\x08\xff") is None  # a varint cut short
+    # a schema registered as Confluent's Python serializer registers it: its file, base64
+    from confluent_kafka.schema_registry.common.protobuf import _schema_to_str
+
+    serialized = protobuf.descriptor_set(_schema_to_str(protobuf._pool(fds).FindFileByName("schema.proto")), "s")
+    assert protobuf.spark_type(serialized, "demo.Click", "s") == protobuf.spark_type(fds, "demo.Click", "s")
+    assert protobuf.decode_message(serialized, "demo.Click", message.SerializeToString())["kind"] == "PROMOTED"
     with pytest.raises(SpecError, match=r"subject 'bad-value'.*\"Y\" is not defined"):
         protobuf.descriptor_set('syntax = "proto3"; message X { Y y = 1; }', "bad-value")

@@ -46,6 +46,9 @@ def descriptor_set(proto: str, subject: str) -> bytes:
 
     :raises SpecError: protoc refuses it (terminal: names the subject and protoc's message)
     """
+    serialized = _serialized_file(proto)
+    if serialized is not None:
+        return serialized
     with tempfile.TemporaryDirectory(prefix="streamjoin-proto-") as tmp:
         source, out = Path(tmp) / "schema.proto", Path(tmp) / "schema.desc"
         source.write_text(proto)
@@ -59,6 +62,30 @@ def descriptor_set(proto: str, subject: str) -> bytes:
                 f"a .proto file protoc compiles without imports of other subjects ({done.stderr.strip()})",
             )  # fmt: skip
         return out.read_bytes()
+
+
+def _serialized_file(text: str) -> bytes | None:
+    """The FileDescriptorSet of a schema registered as a base64 FileDescriptorProto (Confluent's Python
+    serializer registers its message's file so), else None (``.proto`` text). A file that imports others is
+    refused: their schemas are the registry's references, not read here."""
+    import base64
+    import binascii
+
+    from google.protobuf import descriptor_pb2
+    from google.protobuf.message import DecodeError
+
+    if not text or any(c.isspace() or c in ";{" for c in text.strip()):
+        return None
+    try:
+        file = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text.strip(), validate=True))
+    except (binascii.Error, DecodeError, ValueError):
+        return None
+    if not file.name or not file.message_type:
+        return None
+    if file.dependency:
+        raise SpecError("<schema registry>", f"Protobuf schema {file.name!r}", list(file.dependency),
+                        "a schema without imports (references to other subjects are not read)")  # fmt: skip
+    return descriptor_pb2.FileDescriptorSet(file=[file]).SerializeToString()
 
 
 def _files(fds: bytes) -> list[Any]:
