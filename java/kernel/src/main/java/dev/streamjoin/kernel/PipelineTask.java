@@ -5,6 +5,7 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.NoSuchElementException;
 
+import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.BoundReference;
@@ -12,6 +13,7 @@ import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.util.LongAccumulator;
+import org.apache.spark.util.TaskCompletionListener;
 
 import scala.Tuple2;
 import scala.jdk.javaapi.CollectionConverters;
@@ -48,8 +50,8 @@ final class PipelineTask implements Function2<Integer, Iterator<InternalRow>, It
 
     @Override
     public Iterator<InternalRow> call(Integer task, Iterator<InternalRow> raw) {
-        RowProgram.Run decode = pipeline.decode.compile(task);
-        RowProgram.Run letters = pipeline.deadLetters.compile(task);
+        RowProgram.Run decode = pipeline.decode.borrow(task);
+        RowProgram.Run letters = pipeline.deadLetters.borrow(task);
         UnsafeProjection toInput = UnsafeProjection.create(CollectionConverters.asScala(inputColumns()).toList());
         List<Tuple2<Integer, InternalRow>> input = new ArrayList<>();
         List<InternalRow> dead = new ArrayList<>();
@@ -69,8 +71,11 @@ final class PipelineTask implements Function2<Integer, Iterator<InternalRow>, It
             }
             input.add(new Tuple2<>(task, toInput.apply(row).copy()));
         }
+        pipeline.decode.release(decode);
+        pipeline.deadLetters.release(letters);
         Iterator<InternalRow> joined = kernel.call(task, input.iterator());
-        RowProgram.Run project = pipeline.results.compile(task);
+        RowProgram.Run project = pipeline.results.borrow(task);
+        TaskContext.get().addTaskCompletionListener((TaskCompletionListener) done -> pipeline.results.release(project));
         Iterator<InternalRow> letterRows = dead.iterator();
         return new Iterator<>() {
             private InternalRow next;

@@ -3,6 +3,10 @@ package dev.streamjoin.kernel;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedDeque;
 
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -28,16 +32,25 @@ import scala.collection.immutable.Seq;
  */
 final class RowProgram implements Serializable {
     private static final long serialVersionUID = 1L;
+    /** compiled deterministic programs kept per executor JVM between tasks and batches, by program id */
+    private static final Map<String, ConcurrentLinkedDeque<Run>> COMPILED = new ConcurrentHashMap<>();
+    /** programs the pool keeps at most (a pipeline has three; a rebuilt one gets new ids) */
+    private static final int MAX_PROGRAMS = 64;
 
     /** One step: a projection ({@code condition} null) or a filter ({@code exprs} null), bound to {@code input}. */
     private record Step(Seq<Expression> exprs, Expression condition, Seq<Attribute> input) implements Serializable {}
 
     private final List<Step> steps;
     private final StructType output;
+    /** names this program in every JVM it is shipped to (the pool's key) */
+    private final String id = UUID.randomUUID().toString();
+    private final boolean deterministic;
 
     private RowProgram(List<Step> steps, StructType output) {
         this.steps = steps;
         this.output = output;
+        this.deterministic = steps.stream().allMatch(step -> step.condition() == null
+                ? step.exprs().forall(Expression::deterministic) : step.condition().deterministic());
     }
 
     /**
@@ -69,8 +82,33 @@ final class RowProgram implements Serializable {
         return output;
     }
 
-    /** The program for one task (its generated classes come from Spark's code cache after the first task). */
-    Run compile(int partition) {
+    /**
+     * The program for one task: a compiled one this JVM keeps when the program is deterministic (no generated
+     * code per task), else compiled for {@code partition}; give it back with {@link #release} when the task is
+     * done with it.
+     */
+    Run borrow(int partition) {
+        if (!deterministic) {
+            return compile(partition);
+        }
+        ConcurrentLinkedDeque<Run> free = COMPILED.get(id);
+        Run run = free == null ? null : free.poll();
+        return run != null ? run : compile(partition);
+    }
+
+    /** {@code run} (from {@link #borrow}) is free for the next task. */
+    void release(Run run) {
+        if (!deterministic) {
+            return;
+        }
+        if (COMPILED.size() >= MAX_PROGRAMS && !COMPILED.containsKey(id)) {
+            COMPILED.clear();
+        }
+        COMPILED.computeIfAbsent(id, key -> new ConcurrentLinkedDeque<>()).push(run);
+    }
+
+    /** The program compiled for one task (its generated classes come from Spark's code cache after the first). */
+    private Run compile(int partition) {
         Object[] compiled = new Object[steps.size()];
         for (int i = 0; i < compiled.length; i++) {
             Step step = steps.get(i);
