@@ -1,5 +1,7 @@
 """The streaming join: micro-batches planned by event time, read from Kafka, run through
-:func:`process_batch`, written to Kafka and files; offsets, state and status in the checkpoint.
+:func:`process_batch`, written to Kafka and files; offsets, state and status in the checkpoint. The shapes
+:func:`~streamjoin.spark.in_task.in_task` names run each batch as one stage of the kernel's tasks instead
+(read, decode, join, project and send in each task).
 
 The job drives its micro-batches itself rather than through Spark's Kafka stream source, because that
 source cuts a backlog in proportion to offsets: a table topic whose records are older than the stream's
