@@ -358,8 +358,12 @@ def test_replay_encodes_a_json_records_file_with_the_subjects_schemas(spark, avr
     run, spec = avro_run, avro_run.spec
     records = _as_json(run)
     assert len(records) == 36 and any("page" not in r["value"] for r in records if r["topic"] == spec.left.topic)
-    emitted = replay(spark, spec, records, batch=True)
-    got = [(r["topic"], r["key"], r["value"], r["ts"]) for r in emitted]
+    keyless = {"topic": spec.right.topic, "key": None, "value": {"region": "nowhere"}, "ts": records[-1]["ts"]}
+    emitted = replay(spark, spec, [*records, keyless], batch=True)
+    # a region without a key is a dead letter, its value printed back as JSON
+    (letter,) = [r for r in emitted if r["topic"] == spec.dead_letter_topic]
+    assert (letter["key"], letter["value"], letter["headers"]["reason"]) == (None, keyless["value"], "null-key")
+    got = [(r["topic"], r["key"], r["value"], r["ts"]) for r in emitted if r["topic"] != spec.dead_letter_topic]
     expected = []
     for e in _reference(run):
         assert e.topic != spec.dead_letter_topic
@@ -396,6 +400,7 @@ def test_reprocessing_a_day_of_avro_topics_decodes_as_the_stream(spark, avro_run
     topic = spec.output.topic or ""
     got = [(topic, bytes(r["key"]), r["value"].asDict(), r["ts"] - run.base) for r in rows]
     expected = [(e.topic, bytes.fromhex(e.key), e.value, e.ts) for e in _reference(run) if e.topic == topic]
+
     def ordered(rows: list[tuple[str, Any, Any, int]]) -> dict[tuple[str, Any], list[tuple[Any, int]]]:
         return {k: sorted(v, key=lambda r: (r[1], json.dumps(r[0]))) for k, v in _per_key(rows).items()}
 
