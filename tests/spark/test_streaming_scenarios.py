@@ -158,6 +158,7 @@ def test_a_global_table_over_several_partitions_is_read_by_every_task_and_counte
     from streamjoin.kafka.offsets import KafkaOffsets
     from streamjoin.spark.engine import process_batch
     from streamjoin.spark.job import JobSettings, StreamJob
+    from streamjoin.spark.sinks import dead_letter_rows, kafka_rows
     from streamjoin.spark.source import read_task_ranges
     from streamjoin.spark.state import KernelCheckpoint
 
@@ -199,6 +200,12 @@ def test_a_global_table_over_several_partitions_is_read_by_every_task_and_counte
     }
     batch = process_batch(raw, spec, KernelCheckpoint(None), aligned=True)
     assert "ShuffledRDD" not in batch.results._jdf.queryExecution().toRdd().toDebugString()
+    # the Kafka rows of the Spark SQL path (the kernel's rows through the sinks' programs), to compare the bytes
+    # the job's tasks send with
+    sql_rows = kafka_rows(batch.results, spec.output, spec.output.topic, sort=False).unionByName(
+        dead_letter_rows(batch.dead_letters, spec.dead_letter_topic)
+    )
+    expected_bytes = sorted(_kafka_bytes(r["topic"], r["key"], r["value"], r["headers"]) for r in sql_rows.collect())
     batch.release()
 
     job = StreamJob(spark, spec, JobSettings(bootstrap=kafka_bootstrap, checkpoint_dir=str(tmp_path / "ck"),
@@ -215,3 +222,12 @@ def test_a_global_table_over_several_partitions_is_read_by_every_task_and_counte
     assert got == {u: {"left": {"page": f"/{u}"}, "right": {"region": f"r{i}"}} for i, u in enumerate(users)}
     dead = consume_all(kafka_bootstrap, spec.dead_letter_topic, timeout=30)
     assert sorted((r.key, r.value) for r in dead) == [(b"bad-user", b"{not json"), (b"user0", b"{not json")]
+    # byte for byte what the Spark SQL path makes of the same batch: keys, values, headers
+    sent = [*consume_all(kafka_bootstrap, spec.output.topic), *dead]
+    assert sorted(_kafka_bytes(r.topic, r.key, r.value, r.headers) for r in sent) == expected_bytes
+
+
+def _kafka_bytes(topic: str, key: Any, value: Any, headers: Any) -> tuple[Any, ...]:
+    """A Kafka record's bytes, comparable: a sink row's (``headers`` as Spark rows) or a consumed record's."""
+    pairs = tuple((h[0], None if h[1] is None else bytes(h[1])) for h in headers or ())
+    return topic, None if key is None else bytes(key), None if value is None else bytes(value), pairs
