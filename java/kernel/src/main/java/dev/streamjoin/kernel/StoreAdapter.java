@@ -3,6 +3,7 @@ package dev.streamjoin.kernel;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 
+import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.TaskContext;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
@@ -50,8 +51,14 @@ final class StoreAdapter implements TaskStores {
         SQLConf conf = session.sessionState().conf().clone();
         conf.setConfString("spark.sql.streaming.stateStore.providerClass", PROVIDER);
         conf.setConfString("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true");
+        // the batch's manifest keeps each store file's size and checksum (spark/state.py): no checksum files too
+        conf.setConfString("spark.sql.streaming.checkpoint.fileChecksum.enabled", "false");
         this.storeConf = StateStoreConf.apply(conf);
-        this.hadoopConf = new SerializableConfiguration(session.sessionState().newHadoopConf());
+        Configuration hadoop = session.sessionState().newHadoopConf();
+        if (LocalCheckpointFiles.applies(checkpointRoot)) {
+            hadoop.set(LocalCheckpointFiles.CONF, LocalCheckpointFiles.class.getName());
+        }
+        this.hadoopConf = new SerializableConfiguration(hadoop);
         this.runId = UUID.nameUUIDFromBytes(checkpointRoot.getBytes(StandardCharsets.UTF_8));
         session.streams().stateStoreCoordinator(); // started on the driver before any task reports to it
     }
