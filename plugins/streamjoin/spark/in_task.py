@@ -9,6 +9,7 @@ once per pipeline over placeholders and taken by the JVM as generated projection
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -24,6 +25,8 @@ from streamjoin.spark.events import BatchSummary, decode_batch, output_key, reje
 from streamjoin.spark.kernel import committed, java_class, jvm_plan
 from streamjoin.spark.sinks import dead_letter_rows, kafka_rows, producer_settings
 from streamjoin.spark.state import KernelCheckpoint, KernelCommit
+
+log = logging.getLogger("streamjoin.job")
 
 
 def in_task(spec: PipelineSpec) -> bool:
@@ -57,7 +60,11 @@ def task_pipeline(spark: SparkSession, spec: PipelineSpec, spec_json: str) -> An
     key = " ".join([spec_json, *(a.key for a in avro.values())])
     pipelines = _pipelines(spark.sparkContext._gateway)
     if key not in pipelines:
-        pipelines[key] = _build(spark, spec, spec_json)
+        pipelines[key] = pipeline = _build(spark, spec, spec_json)
+        if pipeline is None:
+            log.warning("%s: a program is not a plain projection: batches run as Spark SQL stages", spec.name)
+        else:
+            log.info("%s: batches run in the kernel's tasks (%s)", spec.name, pipeline.toString())
     return pipelines[key]
 
 

@@ -82,6 +82,16 @@ final class RowProgram implements Serializable {
         return output;
     }
 
+    /** The steps, e.g. {@code project(15) > filter > project(4)} (expressions per projection). */
+    @Override
+    public String toString() {
+        List<String> parts = new ArrayList<>();
+        for (Step step : steps) {
+            parts.add(step.condition() == null ? "project(" + step.exprs().size() + ")" : "filter");
+        }
+        return String.join(" > ", parts);
+    }
+
     /**
      * The program for one task: a compiled one this JVM keeps when the program is deterministic (no generated
      * code per task), else compiled for {@code partition}; give it back with {@link #release} when the task is

@@ -72,6 +72,12 @@ public final class TaskPipeline implements Serializable {
         return d == null || r == null || l == null ? null : new TaskPipeline(d, r, l);
     }
 
+    /** Its programs' steps, for the job's log. */
+    @Override
+    public String toString() {
+        return "decode: " + decode + "; results: " + results + "; dead letters: " + deadLetters;
+    }
+
     /** The decoded columns the kernel reads ({@link Layout#INPUT}, {@code __lookup} where there is one). */
     static StructType inputSchema(StructType decoded) {
         StructType input = new StructType();
