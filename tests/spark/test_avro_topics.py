@@ -373,6 +373,14 @@ def test_replay_encodes_a_json_records_file_with_the_subjects_schemas(spark, avr
     assert _per_key([(t, json.dumps(k), v, ts) for t, k, v, ts in got]) == _per_key(
         [(t, json.dumps(k), v, ts) for t, k, v, ts in expected]
     )
+    # the schema a file's values are encoded with: a reader schema the subject holds (v1), else the latest (v2)
+    from streamjoin.core.spec import Serde
+    from streamjoin.kafka.schema_registry import encoding_schema
+
+    unregistered = {**CLICK_V1, "fields": [*CLICK_V1["fields"], {"name": "n", "type": "long", "default": 0}]}
+    for reader, schema_id in ((CLICK_V1, run.ids["v1"]), (unregistered, run.ids["v2"])):
+        serde = Serde.model_validate({"format": "avro", "reader_schema": reader})
+        assert encoding_schema(serde, spec.left.topic)[0] == schema_id
     bad = [{**records[-1], "value": {"clicks": "many"}}]
     with pytest.raises(ValueError, match=f"line 1: value .* of topic '{spec.left.topic}' does not fit the Avro schema "
                        f"of subject '{spec.left.topic}-value'"):  # fmt: skip

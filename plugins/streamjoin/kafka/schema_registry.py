@@ -178,7 +178,6 @@ def input_schemas(spec_input: Input) -> AvroSchemas:
     return AvroSchemas(subject, reader, tuple((i, writer_schema(config, i)) for i in ids))
 
 
-@cache
 def encoding_schema(serde: Serde, topic: str, *, is_key: bool = False) -> tuple[int, str]:
     """``(schema id, schema)`` that JSON values of ``topic`` (keys with ``is_key``) are encoded with where no
     producer wrote them (``streamjoin replay``'s records file): the serde's reader schema when it is a version of
@@ -186,21 +185,29 @@ def encoding_schema(serde: Serde, topic: str, *, is_key: bool = False) -> tuple[
 
     :raises SchemaRegistrationError: the subject has no versions (terminal: register the topic's schema)
     """
+    subject = serde.subject(topic, is_key=is_key)
+    return _encoding_schema(serde.registry_conn_id, subject, serde.reader_schema_text, topic, is_key)
+
+
+@cache
+def _encoding_schema(conn_id: str, subject: str, reader: str | None, topic: str, is_key: bool) -> tuple[int, str]:
     from confluent_kafka.schema_registry import Schema
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-    config = registry_config(serde.registry_conn_id)
-    subject = serde.subject(topic, is_key=is_key)
-    registry = client(config)
-    if serde.reader_schema_text is not None:
+    config = registry_config(conn_id)
+    if reader is not None:
         try:
-            found = _call(config, f"lookup in {subject!r}", registry.lookup_schema, subject,
-                          Schema(serde.reader_schema_text, "AVRO"))  # fmt: skip
-            return int(found.schema_id), serde.reader_schema_text
+            lookup = client(config).lookup_schema
+            found = _call(config, f"lookup in {subject!r}", lookup, subject, Schema(reader, "AVRO"))
+            return int(found.schema_id), reader
         except SchemaRegistryError as exc:
             if exc.http_status_code != 404:
                 raise
     versions = subject_versions(config, subject)
+    if reader is not None:  # a registry that matches the text only (Apicurio 2.1): the same JSON is the schema
+        for _version, schema_id in versions:
+            if json.loads(writer_schema(config, schema_id)) == json.loads(reader):
+                return schema_id, reader
     if not versions:
         what = "keys" if is_key else "values"
         raise SchemaRegistrationError(subject, None, f"no versions at {config.url}: the JSON {what} of {topic!r} "
