@@ -910,6 +910,12 @@ def bench(args: argparse.Namespace, suffix: str, topics: dict[str, str], sizes: 
                 if args.kafka_streams:
                     text += f", Kafka Streams {rate_text(ks)}, ratio {ratio_text(rate, ks)}"
                 print(text)
+        if "join" in by_variant and "join/avro" in by_variant:  # the last runs' rates: Avro's cost on each engine
+            engines = ["streamjoin", "kafka_streams"] if args.kafka_streams else ["streamjoin"]
+            costs = {e: ratio_text(*(by_variant[v][e][-1] if by_variant[v][e] else None for v in ("join/avro", "join")))
+                     for e in engines}  # fmt: skip
+            print(f"Avro over strings at {int(size_key):,} offsets/batch (join/avro rate / join rate, last run): "
+                  + ", ".join(f"{e} {c}" for e, c in costs.items()))  # fmt: skip
     first = results[str(sizes[0])] if sizes else {}
 
     def pick(engine: str, run: int) -> dict[str, float | None]:
