@@ -70,7 +70,9 @@ def _spec(suffix: str) -> PipelineSpec:
 def _reference_functions() -> dict[str, Any]:
     return {
         "joiner": lambda key, left, right: {
-            "region": right["region"] if right else "UNKNOWN", "clicks": left["clicks"], "page": left["page"]
+            "region": right["region"] if right else "UNKNOWN",
+            "clicks": left["clicks"],
+            "page": left["page"],
         },
         "group_by": lambda key, value: value["region"],
         "value": lambda key, value: value["clicks"],

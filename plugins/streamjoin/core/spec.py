@@ -552,9 +552,11 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
             ("aggregate.output.value_format", "avro", "'long', 'string' or 'json': Avro aggregate outputs are not "
              "supported yet (issue 37 covers the join's output)"),
         )  # fmt: skip
-    for path, fmt in [("output.value_format", spec.output.value_format)] + (
-        [("aggregate.output.value_format", spec.aggregate.output.value_format)] if spec.aggregate else []
-    ) + [(f"inputs.{name}.key.format", inp.key.format) for name, inp in inputs.items()]:
+    for path, fmt in (
+        [("output.value_format", spec.output.value_format)]
+        + ([("aggregate.output.value_format", spec.aggregate.output.value_format)] if spec.aggregate else [])
+        + [(f"inputs.{name}.key.format", inp.key.format) for name, inp in inputs.items()]
+    ):
         if fmt is Format.PROTOBUF:
             problems.append(
                 (path, "protobuf", "another format: Protobuf is read on input values only (outputs: 'avro' or "
