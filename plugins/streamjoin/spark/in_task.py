@@ -89,6 +89,15 @@ def _for_producer(rows: DataFrame) -> DataFrame:
 
 
 @cache
+def _java_map(gateway: Any, settings: tuple[tuple[str, str], ...]) -> Any:
+    """``settings`` as a Java map, made once per JVM (py4j converts a dict with a call per entry)."""
+    java_map = gateway.jvm.java.util.HashMap()
+    for key, value in settings:
+        java_map.put(key, value)
+    return java_map
+
+
+@cache
 def _pipelines(gateway: Any) -> dict[str, Any]:
     """The JVM's task pipelines by spec (a gateway per JVM)."""
     return {}
@@ -131,7 +140,8 @@ def run_in_tasks(
     marker = spec.marker_topic if spec.exactly_once else None
     batch = pipeline.run(
         spark._jsparkSession, raw._jdf, jvm_plan(spark, spec), checkpoint.root, checkpoint.version, batch_id,
-        producer_settings(kafka), spec.name, marker, query_id, check_markers,
+        _java_map(spark.sparkContext._gateway, tuple(sorted(producer_settings(kafka).items()))), spec.name, marker,
+        query_id, check_markers,
     )  # fmt: skip
     empty = BatchSummary(max_ts={}, rows=0, rejected=0, good={"L": 0, "R": 0})
     summary = summary_from_text(str(batch.summary())) or empty
