@@ -661,6 +661,9 @@ def batch_profile(lines: list[str], users: int) -> dict[str, Any]:
         # executor than in the batch before (the job's "store_loads" and "tasks")
         "store_loads": [len(b.get("store_loads", [])) for b in batches],
         "task_moves": [0] + [_moved(was, now) for was, now in itertools.pairwise(batches)],
+        # batches run as one stage in the kernel's tasks (the job's "spark_job": jobs, stages, tasks)
+        "in_task_batches": sum(1 for b in batches if "spark_job" in b),
+        "spark_jobs": sorted({json.dumps(b["spark_job"], sort_keys=True) for b in batches if "spark_job" in b}),
     }
     if joined:
         rows, seconds = sum(b["input_records"] for b in joined), sum(b["seconds"] for b in joined)
