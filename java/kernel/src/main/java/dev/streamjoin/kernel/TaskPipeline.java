@@ -14,6 +14,7 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.execution.LogicalRDD;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.util.LongAccumulator;
@@ -107,7 +108,7 @@ public final class TaskPipeline implements Serializable {
             throw new IllegalArgumentException("the in-task pipeline runs one-stage joins, not " + plan.join);
         }
         int tasks = plan.partitions;
-        JavaRDD<InternalRow> rows = raw.queryExecution().toRdd().toJavaRDD();
+        JavaRDD<InternalRow> rows = records(raw);
         if (rows.getNumPartitions() != tasks) {
             throw new IllegalArgumentException("an aligned batch has " + rows.getNumPartitions()
                     + " partitions, the plan " + tasks + ": read it with KafkaRanges.frame");
@@ -146,6 +147,17 @@ public final class TaskPipeline implements Serializable {
         }
         return new PipelineBatch(summary.value(), resultCount.value(), sent.value(), skipped.value(),
                 jobShape(context, group));
+    }
+
+    /**
+     * {@code raw}'s rows: {@link KafkaRangesRDD}'s own when {@code raw} is its frame (the decoder reads them as they
+     * are, without Spark's conversion of each to an UnsafeRow), else the frame's.
+     */
+    private static JavaRDD<InternalRow> records(Dataset<Row> raw) {
+        if (raw.queryExecution().analyzed() instanceof LogicalRDD scan && scan.rdd() instanceof KafkaRangesRDD read) {
+            return read.toJavaRDD();
+        }
+        return raw.queryExecution().toRdd().toJavaRDD();
     }
 
     /** {@code jobs=J stages=S tasks=T} of the Spark jobs of {@code group} (what the batch took). */
