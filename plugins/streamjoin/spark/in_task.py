@@ -22,7 +22,7 @@ from streamjoin.kafka.client_config import KafkaTarget
 from streamjoin.kafka.schema_registry import batch_schemas
 from streamjoin.spark.engine import with_joined_value
 from streamjoin.spark.events import BatchSummary, decode_batch, output_key, rejected_records, summary_from_text
-from streamjoin.spark.kernel import committed, java_class, jvm_plan
+from streamjoin.spark.kernel import committed, java_class, java_map, jvm_plan
 from streamjoin.spark.sinks import dead_letter_rows, kafka_rows, producer_settings
 from streamjoin.spark.state import KernelCheckpoint, KernelCommit
 
@@ -89,15 +89,6 @@ def _for_producer(rows: DataFrame) -> DataFrame:
 
 
 @cache
-def _java_map(gateway: Any, settings: tuple[tuple[str, str], ...]) -> Any:
-    """``settings`` as a Java map, made once per JVM (py4j converts a dict with a call per entry)."""
-    java_map = gateway.jvm.java.util.HashMap()
-    for key, value in settings:
-        java_map.put(key, value)
-    return java_map
-
-
-@cache
 def _pipelines(gateway: Any) -> dict[str, Any]:
     """The JVM's task pipelines by spec (a gateway per JVM)."""
     return {}
@@ -140,7 +131,7 @@ def run_in_tasks(
     marker = spec.marker_topic if spec.exactly_once else None
     batch = pipeline.run(
         spark._jsparkSession, raw._jdf, jvm_plan(spark, spec), checkpoint.root, checkpoint.version, batch_id,
-        _java_map(spark.sparkContext._gateway, tuple(sorted(producer_settings(kafka).items()))), spec.name, marker,
+        java_map(spark.sparkContext._gateway, tuple(sorted(producer_settings(kafka).items()))), spec.name, marker,
         query_id, check_markers,
     )  # fmt: skip
     empty = BatchSummary(max_ts={}, rows=0, rejected=0, good={"L": 0, "R": 0})

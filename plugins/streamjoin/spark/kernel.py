@@ -186,6 +186,15 @@ class _Statics:
         return member
 
 
+@cache
+def java_map(gateway: Any, settings: tuple[tuple[str, str], ...]) -> Any:
+    """``settings`` as a Java map, made once per JVM (py4j converts a dict with a call per entry)."""
+    java_map = gateway.jvm.java.util.HashMap()
+    for key, value in settings:
+        java_map.put(key, value)
+    return java_map
+
+
 def java_class(spark: SparkSession, name: str) -> Any:
     """The JVM class ``name`` (None if the JVM has no such class), looked up once per JVM, as are its static
     members: each lookup through py4j's ``jvm.a.b.C`` costs a call per dotted part."""

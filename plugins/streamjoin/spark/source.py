@@ -7,8 +7,6 @@ reads what is not a join's batch: the repartition copy's input, tests and benchm
 from __future__ import annotations
 
 import json
-from functools import cache
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -33,7 +31,7 @@ def read_task_ranges(
     :raises Py4JJavaError: a ``TerminalKernelException`` when an input has a partition the spec's
         ``kafka.partitions`` does not (terminal)
     """
-    from streamjoin.spark.kernel import java_class
+    from streamjoin.spark.kernel import java_class, java_map
 
     global_topics = {inp.topic for inp in spec.inputs.values() if inp.role is Role.GLOBAL_TABLE}
     lines = [
@@ -42,7 +40,7 @@ def read_task_ranges(
         if (first := start.get(topic, {}).get(p, -2)) != stop
     ]  # fmt: skip
     ranges = java_class(spark, "dev.streamjoin.kernel.KafkaRanges")
-    settings = _consumer_settings(spark.sparkContext._gateway, _settings_key(kafka))
+    settings = java_map(spark.sparkContext._gateway, _settings_key(kafka))
     return DataFrame(ranges.frame(spark._jsparkSession, settings, "".join(lines), spec.kafka.partitions), spark)
 
 
@@ -50,15 +48,6 @@ def _settings_key(kafka: KafkaTarget) -> tuple[tuple[str, str], ...]:
     """The consumer's Java settings: the connection's (security included) and the fetch sizes."""
     options = {key.removeprefix("kafka."): value for key, value in CONSUMER_OPTIONS.items()}
     return tuple(sorted({**KafkaClientConfig.of(kafka).java(), **options}.items()))
-
-
-@cache
-def _consumer_settings(gateway: Any, settings: tuple[tuple[str, str], ...]) -> Any:
-    """``settings`` as a Java map, made once per JVM (py4j converts a dict with a call per entry)."""
-    java_map = gateway.jvm.java.util.HashMap()
-    for key, value in settings:
-        java_map.put(key, value)
-    return java_map
 
 
 def read_offsets(spark: SparkSession, kafka: KafkaTarget, start: Offsets, end: Offsets) -> DataFrame:

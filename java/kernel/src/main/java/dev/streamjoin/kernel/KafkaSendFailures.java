@@ -1,16 +1,20 @@
 package dev.streamjoin.kernel;
 
 import java.util.HashMap;
+import java.util.Iterator;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.kafka.clients.producer.Callback;
+import org.apache.kafka.clients.producer.Producer;
+import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.InvalidRecordException;
 import org.apache.kafka.common.errors.AuthenticationException;
 import org.apache.kafka.common.errors.AuthorizationException;
 import org.apache.kafka.common.errors.InvalidTopicException;
 import org.apache.kafka.common.errors.RecordBatchTooLargeException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
+import org.apache.spark.sql.catalyst.InternalRow;
 
 /**
  * A producer's send or flush error as the kernel's kind of failure, decided by Kafka's own class of it.
@@ -32,6 +36,37 @@ final class KafkaSendFailures {
     private final AtomicReference<Failure> first = new AtomicReference<>();
     private final Map<String, Callback> callbacks = new HashMap<>();
 
+    /** The topic of the last record sent (or about to be): a send's, a flush's or a commit's own error names it. */
+    private String topic;
+
+    KafkaSendFailures() {
+        this("?");
+    }
+
+    /** @param topic what an error before the first send names (a transaction's marker topic) */
+    KafkaSendFailures(String topic) {
+        this.topic = topic;
+    }
+
+    /**
+     * Send {@code rows} (Kafka rows, {@link KafkaRecords}) in their order, each with its topic's callback, until
+     * they end or a send has failed; returns how many were sent.
+     */
+    long sendAll(Producer<byte[], byte[]> producer, Iterator<InternalRow> rows) {
+        long count = 0;
+        while (rows.hasNext() && !failed()) {
+            send(producer, KafkaRecords.of(rows.next()));
+            count++;
+        }
+        return count;
+    }
+
+    /** Send {@code record} with its topic's callback. */
+    void send(Producer<byte[], byte[]> producer, ProducerRecord<byte[], byte[]> record) {
+        topic = record.topic();
+        producer.send(record, callback(topic));
+    }
+
     /** The callback of a send to {@code topic} (called by the task's thread only). */
     Callback callback(String topic) {
         return callbacks.computeIfAbsent(topic, t -> (metadata, error) -> {
@@ -47,8 +82,8 @@ final class KafkaSendFailures {
     }
 
     /** The task's failure, typed: its first failed send's error, else {@code thrown} (by a send, a flush, a commit)
-     * writing to {@code topic}. */
-    KernelException typed(String topic, RuntimeException thrown) {
+     * writing to the last record's topic. */
+    KernelException typed(RuntimeException thrown) {
         Failure failure = first.get();
         return failure != null ? classify(failure.topic(), failure.error()) : classify(topic, thrown);
     }

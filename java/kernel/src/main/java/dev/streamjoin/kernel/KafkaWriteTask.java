@@ -5,7 +5,6 @@ import java.util.HashMap;
 import java.util.Iterator;
 
 import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.spark.api.java.function.VoidFunction;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.util.LongAccumulator;
@@ -34,16 +33,9 @@ final class KafkaWriteTask implements VoidFunction<Iterator<InternalRow>>, Seria
         IdempotentProducers.Lease lease = IdempotentProducers.acquire(settings);
         KafkaProducer<byte[], byte[]> producer = lease.producer;
         KafkaSendFailures failures = new KafkaSendFailures();
-        String topic = "?";
         boolean failed = true;
         try {
-            long count = 0;
-            while (rows.hasNext() && !failures.failed()) {
-                ProducerRecord<byte[], byte[]> record = KafkaRecords.of(rows.next());
-                topic = record.topic();
-                producer.send(record, failures.callback(topic));
-                count++;
-            }
+            long count = failures.sendAll(producer, rows);
             producer.flush();
             failures.check();
             sent.add(count);
@@ -51,7 +43,7 @@ final class KafkaWriteTask implements VoidFunction<Iterator<InternalRow>>, Seria
         } catch (KernelException e) {
             throw e;
         } catch (RuntimeException e) {  // thrown by send or flush themselves (a closed or fenced producer, an interrupt)
-            throw failures.typed(topic, e);
+            throw failures.typed(e);
         } finally {
             IdempotentProducers.release(lease, failed);
         }

@@ -9,7 +9,6 @@ import java.util.concurrent.ConcurrentHashMap;
 
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
-import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.VoidFunction;
@@ -76,17 +75,10 @@ final class TransactionalTask implements VoidFunction<Iterator<InternalRow>>, Se
         }
         KafkaProducer<byte[], byte[]> producer = PRODUCERS.computeIfAbsent(cacheKey, key -> open(id));
         String fault = System.getProperty(FAULT, "");
-        KafkaSendFailures failures = new KafkaSendFailures();
-        String topic = markerTopic;
+        KafkaSendFailures failures = new KafkaSendFailures(markerTopic);
         try {
             producer.beginTransaction();
-            long count = 0;
-            while (rows.hasNext() && !failures.failed()) {
-                ProducerRecord<byte[], byte[]> record = KafkaRecords.of(rows.next());
-                topic = record.topic();
-                producer.send(record, failures.callback(topic));
-                count++;
-            }
+            long count = failures.sendAll(producer, rows);
             if (fault.equals("mid_transaction:" + batch + ":" + task)) {
                 producer.flush();  // the task's records on the broker, in its open transaction
                 PRODUCERS.remove(cacheKey);
@@ -94,9 +86,8 @@ final class TransactionalTask implements VoidFunction<Iterator<InternalRow>>, Se
                 throw new TransientKernelException("test fault " + fault + ": the task died mid-transaction");
             }
             failures.check();  // the transaction is aborted below: nothing of it is read committed
-            topic = markerTopic;
-            producer.send(BatchMarkers.record(markerTopic, task, new BatchMarkers.Marker(query, batch, tasks)),
-                    failures.callback(markerTopic));
+            failures.send(producer,
+                    BatchMarkers.record(markerTopic, task, new BatchMarkers.Marker(query, batch, tasks)));
             producer.commitTransaction();
             sent.add(count);
             if (fault.equals("halt_after_commit:" + batch + ":" + task)) {
@@ -110,7 +101,7 @@ final class TransactionalTask implements VoidFunction<Iterator<InternalRow>>, Se
             throw e;
         } catch (RuntimeException e) {  // a send's error (the commit fails with it), a fenced producer, an interrupt
             drop(cacheKey);
-            throw failures.typed(topic, e);
+            throw failures.typed(e);
         }
     }
 
