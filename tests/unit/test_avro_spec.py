@@ -14,7 +14,7 @@ from pyspark.sql import types as T
 from streamjoin.core.avro import decode_wire, encode_wire, split_wire
 from streamjoin.core.errors import SpecError
 from streamjoin.core.spec import SubjectNameStrategy, parse_spec, spec_problems
-from streamjoin.spark.serde import avro_schema, avro_spark_type
+from streamjoin.spark.serde import avro_schema, avro_spark_type, json_schema_spark_type, spark_type
 
 CLICK = {"type": "record", "name": "Click", "namespace": "demo", "fields": [{"name": "clicks", "type": "long"}]}
 
@@ -227,3 +227,50 @@ def test_protobuf_schemas_compile_to_the_message_indexes_and_values_confluent_wr
     assert protobuf.decode_message(serialized, "demo.Click", message.SerializeToString())["kind"] == "PROMOTED"
     with pytest.raises(SpecError, match=r"subject 'bad-value'.*\"Y\" is not defined"):
         protobuf.descriptor_set('syntax = "proto3"; message X { Y y = 1; }', "bad-value")
+
+
+def test_json_schema_values_are_input_values_with_registry_settings() -> None:
+    spec = parse_spec(_spec({"format": "json_schema", "subject_name_strategy": "record_name", "record_name": "demo.C"}))
+    assert spec.left.value.subject("clicks") == "demo.C"
+    assert spec.left.value.registry_conn_id == "schema_registry_default"
+    flat = parse_spec(_spec({"format": "json_schema", "schema": {"clicks": "long"}})).left.value
+    assert spark_type(flat) == T.StructType([T.StructField("clicks", T.LongType())])
+    with pytest.raises(SpecError, match="'reader_schema' is only for format 'avro'"):
+        parse_spec(_spec({"format": "json_schema", "reader_schema": CLICK}))
+    with pytest.raises(SpecError, match="'registry' is only for format 'avro', 'protobuf' or 'json_schema'"):
+        parse_spec(_spec({"format": "json", "schema": {"clicks": "long"}, "registry": "r"}))
+    data = _spec({"format": "json_schema"}, {"topic": "enriched", "value_format": "json_schema"})
+    data["inputs"]["clicks"]["key"] = {"format": "json_schema"}
+    assert {(p.path, p.value) for p in spec_problems(data) if "JSON Schema is read on input values" in str(p)} == {
+        ("output.value_format", "json_schema"),
+        ("inputs.clicks.key.format", "json_schema"),
+    }
+
+
+def test_a_json_schema_maps_to_spark_types_and_names_what_it_cannot_map() -> None:
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#", "title": "Click", "type": "object",
+        "required": ["clicks"],
+        "properties": {
+            "clicks": {"type": "integer"}, "score": {"type": "number"}, "page": {"type": ["string", "null"]},
+            "ok": {"type": "boolean"}, "tags": {"type": "array", "items": {"type": "string"}},
+            "where": {"type": "object", "properties": {"lat": {"type": "number"}}, "additionalProperties": False},
+        },
+    }  # fmt: skip
+    assert json_schema_spark_type(schema, "clicks-value") == T.StructType([
+        T.StructField("clicks", T.LongType()), T.StructField("score", T.DoubleType()),  # required: still nullable
+        T.StructField("page", T.StringType()), T.StructField("ok", T.BooleanType()),
+        T.StructField("tags", T.ArrayType(T.StringType())),
+        T.StructField("where", T.StructType([T.StructField("lat", T.DoubleType())])),
+    ])  # fmt: skip
+    for prop, construct in (
+        ({"$ref": "#/definitions/X"}, "keyword '$ref'"),
+        ({"oneOf": [{"type": "string"}, {"type": "integer"}]}, "keyword 'oneOf'"),
+        ({"type": ["string", "integer"]}, "type ['string', 'integer']"),
+        ({"type": "object", "additionalProperties": {"type": "string"}}, "'additionalProperties' with a schema"),
+        ({"type": "array", "items": {"type": "null"}}, "type 'null'"),
+    ):
+        bad = {"type": "object", "properties": {"where": {"type": "object", "properties": {"x": prop}}}}
+        with pytest.raises(SpecError) as caught:
+            json_schema_spark_type(bad, "clicks-value")
+        assert "subject 'clicks-value', property 'where.x" in caught.value.path and construct in str(caught.value)

@@ -85,6 +85,9 @@ class Format(StrEnum):
     AVRO = "avro"  # Confluent wire format: magic byte 0, 4-byte big-endian schema id, Avro binary payload
     #: Confluent wire format with the message indexes before the payload (input values only)
     PROTOBUF = "protobuf"
+    #: Confluent wire format, then the value's JSON text; its Spark type from the subject's latest JSON Schema
+    #: (input values only)
+    JSON_SCHEMA = "json_schema"
 
 
 #: the Airflow connection of a schema registry when a serde names none (``registry``)
@@ -147,18 +150,22 @@ class Serde(_Model):
     def _json_needs_schema(self) -> Serde:
         if self.format is Format.JSON and not self.fields:
             raise ValueError("format 'json' needs a 'schema' mapping field names to string|long|double|boolean")
-        if self.format is not Format.JSON and self.fields:
-            raise ValueError(f"'schema' is only for format 'json', not {self.format.value!r}")
+        if self.format not in (Format.JSON, Format.JSON_SCHEMA) and self.fields:
+            raise ValueError(f"'schema' is only for format 'json' or 'json_schema', not {self.format.value!r}")
         if self.format is Format.PROTOBUF and self.reader_schema is not None:
             raise ValueError("'reader_schema' is only for format 'avro': a Protobuf value is read with its "
                              "subject's latest schema (record_name: which message)")  # fmt: skip
-        if self.format not in (Format.AVRO, Format.PROTOBUF):
+        if self.format is Format.JSON_SCHEMA and self.reader_schema is not None:
+            raise ValueError("'reader_schema' is only for format 'avro': a json_schema value's fields come from "
+                             "its subject's latest JSON Schema, or from 'schema' (field -> type)")  # fmt: skip
+        if self.format not in (Format.AVRO, Format.PROTOBUF, Format.JSON_SCHEMA):
             for name in ("registry", "record_name", "reader_schema"):
                 if getattr(self, name) is not None:
-                    raise ValueError(f"{name!r} is only for format 'avro' or 'protobuf', not {self.format.value!r}")
+                    raise ValueError(f"{name!r} is only for format 'avro', 'protobuf' or 'json_schema', not "
+                                     f"{self.format.value!r}")  # fmt: skip
             if self.subject_name_strategy is not SubjectNameStrategy.TOPIC_NAME:
-                raise ValueError(f"'subject_name_strategy' is only for format 'avro' or 'protobuf', not "
-                                 f"{self.format.value!r}")  # fmt: skip
+                raise ValueError(f"'subject_name_strategy' is only for format 'avro', 'protobuf' or 'json_schema', "
+                                 f"not {self.format.value!r}")  # fmt: skip
             return self
         if self.record_name is not None and not _AVRO_NAME.match(self.record_name):
             raise ValueError(f"record_name {self.record_name!r} is not an Avro full name (namespace.Name)")
@@ -557,9 +564,10 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
         + ([("aggregate.output.value_format", spec.aggregate.output.value_format)] if spec.aggregate else [])
         + [(f"inputs.{name}.key.format", inp.key.format) for name, inp in inputs.items()]
     ):
-        if fmt is Format.PROTOBUF:
+        if fmt in (Format.PROTOBUF, Format.JSON_SCHEMA):
             problems.append(
-                (path, "protobuf", "another format: Protobuf is read on input values only (outputs: 'avro' or "
+                (path, fmt.value, f"another format: {'Protobuf' if fmt is Format.PROTOBUF else 'JSON Schema'} is "
+                 "read on input values only (outputs: 'avro' or "
                  "'json'; keys: 'avro', 'string' or 'long')"),
             )  # fmt: skip
     for name, inp in inputs.items():

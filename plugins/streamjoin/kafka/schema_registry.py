@@ -218,7 +218,7 @@ def _encoding_schema(conn_id: str, subject: str, reader: str | None, topic: str,
 def batch_schemas(spec: PipelineSpec) -> dict[str, AvroSchemas]:
     """Each Avro or Protobuf input's :class:`AvroSchemas` by topic (a Protobuf input's: its ``.proto`` texts,
     the latest at the job's start the reader); empty without them: no registry call."""
-    registered = (Format.AVRO, Format.PROTOBUF)
+    registered = (Format.AVRO, Format.PROTOBUF, Format.JSON_SCHEMA)
     return {i.topic: input_schemas(i) for i in spec.inputs.values() if i.value.format in registered}
 
 

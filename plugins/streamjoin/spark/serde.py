@@ -46,6 +46,9 @@ def spark_type(serde: Serde, avro: AvroSchemas | None = None) -> T.DataType:
         from streamjoin.kafka import protobuf
 
         return protobuf.spark_type(*_protobuf_reader(serde, avro), avro.subject)
+    if serde.format is Format.JSON_SCHEMA and not serde.fields:
+        assert avro is not None, "a json_schema serde without 'schema' decodes with its subject's latest schema"
+        return json_schema_spark_type(json.loads(avro.reader), avro.subject)
     assert serde.fields is not None
     return T.StructType([T.StructField(name, _SPARK_TYPES[ftype]) for name, ftype in serde.fields.items()])
 
@@ -61,6 +64,9 @@ def decode(raw: Column, serde: Serde, avro: AvroSchemas | None = None) -> tuple[
     if serde.format is Format.PROTOBUF:
         assert avro is not None, "a Protobuf serde decodes with its batch's schemas"
         return _decode_protobuf(raw, serde, avro)
+    if serde.format is Format.JSON_SCHEMA:
+        assert avro is not None, "a json_schema serde decodes with its batch's schemas"
+        return _decode_json_schema(raw, serde, avro)
     if serde.format is Format.STRING:
         return raw.cast("string"), F.lit(None).cast("string")
     if serde.format is Format.LONG:
@@ -72,14 +78,7 @@ def decode(raw: Column, serde: Serde, avro: AvroSchemas | None = None) -> tuple[
             F.concat(F.lit(f"{UNDECODABLE}-value: long needs 8 bytes, got "), F.length(raw).cast("string")),
         )
         return F.when(ok, signed), error
-    struct_type = spark_type(serde)
-    assert isinstance(struct_type, T.StructType)
-    with_corrupt = T.StructType([*struct_type.fields, T.StructField(_CORRUPT, T.StringType())])
-    parsed = F.from_json(
-        raw.cast("string"), with_corrupt, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
-    )
-    bad = raw.isNotNull() & (parsed.isNull() | parsed[_CORRUPT].isNotNull())
-    value = F.when(~bad & raw.isNotNull(), F.struct(*[parsed[f.name].alias(f.name) for f in struct_type.fields]))
+    value, bad = _from_json(raw.cast("string"), spark_type(serde))
     error = F.when(
         bad,
         F.concat(
@@ -87,6 +86,101 @@ def decode(raw: Column, serde: Serde, avro: AvroSchemas | None = None) -> tuple[
         ),
     )
     return value, error
+
+
+def _from_json(text: Column, struct_type: T.DataType) -> tuple[Column, Column]:
+    """``(value, bad)``: ``text`` parsed by ``from_json`` into ``struct_type`` (PERMISSIVE); ``bad`` is true for a
+    non-null text that is not JSON matching it."""
+    assert isinstance(struct_type, T.StructType)
+    with_corrupt = T.StructType([*struct_type.fields, T.StructField(_CORRUPT, T.StringType())])
+    parsed = F.from_json(text, with_corrupt, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
+    bad = text.isNotNull() & (parsed.isNull() | parsed[_CORRUPT].isNotNull())
+    value = F.when(~bad & text.isNotNull(), F.struct(*[parsed[f.name].alias(f.name) for f in struct_type.fields]))
+    return value, bad
+
+
+def _decode_json_schema(raw: Column, serde: Serde, schemas: AvroSchemas) -> tuple[Column, Column]:
+    """Confluent's JSON Schema wire format (magic byte 0, 4-byte schema id, the JSON text): a record of one of the
+    subject's ids is parsed by ``from_json`` into :func:`spark_type` (the path ``json`` values take). Anything
+    else has an error naming the id (see :func:`_decode_avro`)."""
+    schema_id = F.conv(F.hex(F.substring(raw, 2, 4)), 16, 10).cast("long")
+    wire = (F.length(raw) >= 5) & (F.hex(F.substring(raw, 1, 1)) == F.lit("00"))
+    known = schema_id.isin(schemas.ids) if schemas.ids else F.lit(False)
+    text = F.substring(raw, 6, 1 << 30).cast("string")
+    parsed, bad = _from_json(text, spark_type(serde, schemas))
+    prefix, of = f"{UNDECODABLE}-value: ", f" of subject {schemas.subject!r}"
+    error = (
+        F.when(raw.isNull(), F.lit(None).cast("string"))
+        .when(~wire, F.concat(F.lit(f"{prefix}not the Confluent wire format (magic byte 0, 4-byte schema id): "
+                                    "starts with 0x"), F.hex(F.substring(raw, 1, 5))))
+        .when(~known, F.concat(F.lit(f"{prefix}schema id "), schema_id.cast("string"),
+                               F.lit(f" is not a version{of} (its ids: {schemas.ids})")))
+        .when(bad, F.concat(F.lit(f"{prefix}the JSON text of schema id "), schema_id.cast("string"),
+                            F.lit(f"{of} is not JSON matching its fields: "), F.substring(text, 1, 200)))
+    )  # fmt: skip
+    return F.when(raw.isNotNull() & wire & known, parsed), error
+
+
+_JSON_SCHEMA_TYPES: dict[str, T.DataType] = {
+    "string": T.StringType(), "integer": T.LongType(), "number": T.DoubleType(), "boolean": T.BooleanType(),
+}  # fmt: skip
+#: keywords that only annotate or validate: they do not change the Spark type
+_JSON_SCHEMA_ANNOTATIONS = frozenset({
+    "$schema", "$id", "$comment", "title", "description", "default", "examples", "required", "format",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "pattern",
+    "minItems", "maxItems", "uniqueItems", "minProperties", "maxProperties", "readOnly", "writeOnly", "deprecated",
+    "connect.index", "connect.type",
+})  # fmt: skip
+
+
+def json_schema_spark_type(schema: Any, subject: str) -> T.StructType:
+    """The Spark type of a JSON Schema object's values: its ``properties`` (string, integer as long, number as
+    double, boolean, objects as structs, arrays of those), every field nullable (``required`` is not enforced).
+
+    :raises SpecError: a construct this mapping does not support (terminal: names subject, property, construct)
+    """
+    result = _json_schema_type(schema, subject, "")
+    if not isinstance(result, T.StructType):
+        _json_schema_unsupported(subject, "", f"a top-level {schema.get('type')!r}: the value must be an object")
+    assert isinstance(result, T.StructType)
+    return result
+
+
+def _json_schema_type(schema: Any, subject: str, path: str) -> T.DataType:
+    if not isinstance(schema, dict):
+        _json_schema_unsupported(subject, path, f"schema {schema!r} (a boolean schema or not an object)")
+    for keyword in schema:
+        if keyword not in _JSON_SCHEMA_ANNOTATIONS | {"type", "properties", "items", "additionalProperties"}:
+            _json_schema_unsupported(subject, path, f"keyword {keyword!r}")
+    kind = schema.get("type")
+    if isinstance(kind, list):  # ["string", "null"]: every field is nullable anyway
+        kinds = [k for k in kind if k != "null"]
+        if len(kinds) != 1:
+            _json_schema_unsupported(subject, path, f"type {kind!r} (one type, or one type and 'null')")
+        kind = kinds[0]
+    if kind == "object":
+        if isinstance(schema.get("additionalProperties"), dict):
+            _json_schema_unsupported(subject, path, "keyword 'additionalProperties' with a schema (a map)")
+        properties = schema.get("properties") or {}
+        return T.StructType([
+            T.StructField(name, _json_schema_type(prop, subject, f"{path}.{name}" if path else name))
+            for name, prop in properties.items()
+        ])  # fmt: skip
+    if kind == "array":
+        if "items" not in schema:
+            _json_schema_unsupported(subject, path, "an array without 'items'")
+        return T.ArrayType(_json_schema_type(schema["items"], subject, f"{path}[]"))
+    if isinstance(kind, str) and kind in _JSON_SCHEMA_TYPES:
+        return _JSON_SCHEMA_TYPES[kind]
+    return _json_schema_unsupported(subject, path, f"type {kind!r}")
+
+
+def _json_schema_unsupported(subject: str, path: str, construct: str) -> T.DataType:
+    raise SpecError(
+        "<schema registry>", f"JSON Schema of subject {subject!r}, property {path or '<the value>'!r}", construct,
+        "properties of type string, integer, number, boolean, object or array of those; or give the input a "
+        "'schema' (field -> type) as json inputs have",
+    )  # fmt: skip
 
 
 def _decode_avro(raw: Column, avro: AvroSchemas) -> tuple[Column, Column]:
