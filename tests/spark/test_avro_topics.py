@@ -574,3 +574,116 @@ def test_validate_checks_a_protobuf_inputs_subject_and_message(
           "'demo.Nope': its records would be dead letters; set record_name" for v in (1, 2)),
         "2 specs, 1 invalid",
     ]  # fmt: skip
+
+
+#: the JSON Schema clicks: v1, then v2 (a property added) registered mid-stream; the job reads with v2's fields.
+#: Closed content models: the registry's BACKWARD check refuses a property added to an open one
+CLICK_JSON_V1 = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Click", "type": "object",
+                 "required": ["clicks"], "additionalProperties": False,
+                 "properties": {"clicks": {"type": "integer"}, "page": {"type": "string"}}}  # fmt: skip
+CLICK_JSON_V2 = {**CLICK_JSON_V1, "properties": {**CLICK_JSON_V1["properties"], "referrer": {"type": "string"}}}
+
+
+@pytest.fixture(scope="module")
+def json_schema_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFactory) -> ProtobufRun:
+    """JSON Schema clicks in Confluent's wire format (magic byte, id, the JSON text, as Confluent's
+    JSONSerializer writes them) at avro_run's clicks' keys and times, joined with avro_run's Avro regions table
+    into an Avro output; one record of an unknown id, one whose text is not JSON."""
+    from confluent_kafka.schema_registry import Schema
+
+    from streamjoin.kafka import schema_registry
+    from streamjoin.spark.job import JobSettings, run_stream
+
+    suffix = "-" + uuid.uuid4().hex[:8]
+    data = avro_run.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
+    clicks = f"js-clicks{suffix}"
+    data["inputs"]["clicks"] = {**data["inputs"]["clicks"], "topic": clicks, "value": {"format": "json_schema"}}
+    data["output"]["topic"] = f"js-enriched{suffix}"
+    data["aggregate"]["output"]["topic"] = f"js-per-region{suffix}"
+    data["dead_letter_topic"] = f"js-dlq{suffix}"
+    spec = parse_spec(data, "json_schema test")
+    ensure_topics({"bootstrap.servers": avro_run.bootstrap}, plan_topics(spec))
+    client = schema_registry.client(schema_registry.registry_config("schema_registry_default"))
+    ids = {"v1": client.register_schema(f"{clicks}-value", Schema(json.dumps(CLICK_JSON_V1), "JSON"))}
+    assert client.register_schema(f"{clicks}-key", Schema(json.dumps(USER_KEY), "AVRO")) == avro_run.ids["key"]
+
+    def click(version: str, **fields: Any) -> bytes:
+        return wire_header(ids[version]) + json.dumps(fields).encode()
+
+    produced: list[tuple[str, bytes, bytes | None, int]] = []
+    sent = []
+    for topic, key, value, ts in avro_run.produced[:-2]:  # the Avro clicks that decode, and the regions
+        if topic == avro_run.spec.left.topic:
+            clicks_n = decode_wire(value, avro_run.writer)["clicks"]
+            if clicks_n == 15:  # mid-stream, the producer moves to v2
+                ids["v2"] = client.register_schema(f"{clicks}-value", Schema(json.dumps(CLICK_JSON_V2), "JSON"))
+            if clicks_n > 14 and clicks_n % 2:
+                value = click("v2", clicks=clicks_n, page=f"p{clicks_n}", referrer="r")
+            else:  # v1: page sometimes absent (not required: null)
+                value = click("v1", clicks=clicks_n, **({"page": "home"} if clicks_n % 3 else {}))
+            topic = clicks
+            sent.append((topic, key, value, ts))
+        produced.append((topic, key, value, ts))
+    last_key, ts = produced[-1][1], produced[-1][3]
+    unknown = wire_header(UNKNOWN_ID) + produced[-1][2][5:]  # type: ignore[index]
+    not_json = wire_header(ids["v2"]) + b'{"clicks": 3, "page"'
+    for value in (unknown, not_json):
+        ts += 10
+        produced.append((clicks, last_key, value, ts))
+        sent.append((clicks, last_key, value, ts))
+    produce_records(avro_run.bootstrap, [(t, k, v, stamp, []) for t, k, v, stamp in sent])
+    settings = JobSettings(bootstrap=avro_run.bootstrap, checkpoint_dir=str(tmp_path_factory.mktemp("js-ck")),
+                           available_now=True, home=str(tmp_path_factory.mktemp("js-home")))  # fmt: skip
+    run_stream(spark, spec, settings)
+    return ProtobufRun(spec, produced, ids)
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_json_schema_clicks_joined_with_an_avro_table_match_the_reference_per_key(
+    avro_run: Run, json_schema_run: ProtobufRun
+) -> None:
+    """Both JSON Schema versions' clicks decode into the latest's fields (absent ones null); per key the Avro
+    output and the totals are the reference engine's over the decoded records."""
+    run, spec = json_schema_run, json_schema_run.spec
+    assert spec.output.topic is not None and spec.aggregate is not None and spec.aggregate.output.topic is not None
+    records = []
+    for offset, (topic, key, data, ts) in enumerate(run.produced[:-2]):
+        if topic == spec.left.topic:
+            value = {"clicks": None, "page": None, "referrer": None, **json.loads((data or b"")[5:])}
+        else:
+            value = decode_wire(data, avro_run.writer)
+        records.append(Record(topic, key.hex().upper(), value, ts - avro_run.base, 0, offset))
+    expected = [
+        (e.topic, e.key, e.value, e.ts)
+        for e in ReferenceEngine(spec, _reference_functions()).replay_batch(records)
+        if e.topic != spec.dead_letter_topic
+    ]
+    got: list[tuple[str, Any, Any, int]] = []
+    for record in consume_all(avro_run.bootstrap, spec.output.topic, timeout=30):
+        ts = int(dict(record.headers)["ts"]) - avro_run.base
+        got.append((spec.output.topic, record.key.hex().upper(), decode_wire(record.value, avro_run.writer), ts))
+    for record in consume_all(avro_run.bootstrap, spec.aggregate.output.topic, timeout=30):
+        got.append((spec.aggregate.output.topic, record.key.decode(), decode(record.value, Format.LONG),
+                    int(dict(record.headers)["ts"]) - avro_run.base))  # fmt: skip
+    outputs = [g for g in got if g[0] == spec.output.topic]
+    assert len(outputs) == 30 and {v["page"] for _, _, v, _ in outputs} >= {None, "home", "p15"}
+    assert _per_key(got) == _per_key(expected)
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_json_schema_unknown_schema_id_and_unparsable_text_are_dead_letters(
+    avro_run: Run, json_schema_run: ProtobufRun
+) -> None:
+    run, spec = json_schema_run, json_schema_run.spec
+    dead = consume_all(avro_run.bootstrap, spec.dead_letter_topic, timeout=30)
+    reasons = {r.value: dict(r.headers)["reason"].decode() for r in dead}
+    unknown, not_json = run.produced[-2][2], run.produced[-1][2]
+    subject = f"{spec.left.topic}-value"
+    assert reasons == {
+        unknown: f"undecodable-value: schema id {UNKNOWN_ID} is not a version of subject {subject!r} (its ids: "
+        f"{[run.ids['v1'], run.ids['v2']]})",
+        not_json: f"undecodable-value: the JSON text of schema id {run.ids['v2']} of subject {subject!r} is not "
+        'JSON matching its fields: {"clicks": 3, "page"',
+    }
