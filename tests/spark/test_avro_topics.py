@@ -687,3 +687,33 @@ def test_json_schema_unknown_schema_id_and_unparsable_text_are_dead_letters(
         not_json: f"undecodable-value: the JSON text of schema id {run.ids['v2']} of subject {subject!r} is not "
         'JSON matching its fields: {"clicks": 3, "page"',
     }
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_replay_encodes_json_schema_values_with_the_subjects_latest_id(
+    spark, avro_run: Run, json_schema_run: ProtobufRun
+) -> None:
+    """``streamjoin replay`` on the JSON Schema spec: the file's JSON values are written after the latest id's
+    header; the output per key is the reference engine's."""
+    from streamjoin.spark.replay import replay
+
+    run, spec = json_schema_run, json_schema_run.spec
+    records, reference = [], []
+    for offset, (topic, key, data, ts) in enumerate(run.produced[:-2]):
+        value = json.loads((data or b"")[5:]) if topic == spec.left.topic else decode_wire(data, avro_run.writer)
+        records.append(
+            {"topic": topic, "key": decode_wire(key, avro_run.writer), "value": value, "ts": ts - avro_run.base}
+        )
+        full = {"clicks": None, "page": None, "referrer": None, **value} if topic == spec.left.topic else value
+        reference.append(Record(topic, key.hex().upper(), full, ts - avro_run.base, 0, offset))
+    emitted = replay(spark, spec, records, batch=True)
+    assert [r for r in emitted if r["topic"] == spec.dead_letter_topic] == []  # every value in the wire format
+    got = [
+        (r["topic"], json.dumps(r["key"]), r["value"], r["ts"]) for r in emitted if r["topic"] != spec.dead_letter_topic
+    ]
+    expected = []
+    for e in ReferenceEngine(spec, _reference_functions()).replay_batch(reference):
+        key = decode_wire(bytes.fromhex(e.key), avro_run.writer) if e.topic == spec.output.topic else e.key
+        expected.append((e.topic, json.dumps(key), e.value, e.ts))
+    assert len([g for g in got if g[0] == spec.output.topic]) == 30 and _per_key(got) == _per_key(expected)

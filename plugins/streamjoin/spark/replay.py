@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from streamjoin.core.avro import decode_wire, encode_wire
+from streamjoin.core.avro import decode_wire, encode_wire, wire_header
 from streamjoin.core.batch_plan import BatchPlan, RecordsIndex, plan_all
 from streamjoin.core.codec import decode, encode
 from streamjoin.core.ordering import source_orders
@@ -93,14 +93,19 @@ def _encoded(
     """A records file's JSON key or value as the input's bytes (Avro: the wire format with the schema of
     :func:`~streamjoin.kafka.schema_registry.encoding_schema`, asked once per topic)."""
     serde = spec_input.key if is_key else spec_input.value
-    if serde.format is not Format.AVRO:
+    if serde.format not in (Format.AVRO, Format.JSON_SCHEMA):
         return encode(data, serde.format)
     where = (spec_input.topic, is_key)
     if where not in encoders:
         from streamjoin.kafka.schema_registry import encoding_schema
 
         schema_id, schema = encoding_schema(serde, spec_input.topic, is_key=is_key)
-        encoders[where] = partial(encode_wire, schema_id=schema_id, schema=schema)
+        if serde.format is Format.JSON_SCHEMA:  # the JSON text after the header, as Confluent's serializer
+            encoders[where] = lambda value: (
+                None if value is None else wire_header(schema_id) + json.dumps(value).encode()
+            )
+        else:
+            encoders[where] = partial(encode_wire, schema_id=schema_id, schema=schema)
     try:
         return encoders[where](data)
     except (ValueError, TypeError) as exc:
@@ -307,9 +312,15 @@ def _decoded(data: Any, serde: Serde) -> Any:
     try:
         if serde.format is Format.AVRO:
             return decode_wire(bytes(data), partial(_writer_schema, serde.registry_conn_id))
+        if serde.format is Format.JSON_SCHEMA:
+            return json.loads(bytes(data)[5:])
         return decode(bytes(data), serde.format)
     except (ValueError, struct.error, EOFError):
-        return bytes(data).hex() if serde.format is Format.AVRO else bytes(data).decode(errors="replace")
+        return (
+            bytes(data).hex()
+            if serde.format in (Format.AVRO, Format.JSON_SCHEMA)
+            else bytes(data).decode(errors="replace")
+        )
 
 
 def _writer_schema(conn_id: str, schema_id: int) -> str:
