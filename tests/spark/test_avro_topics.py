@@ -717,3 +717,29 @@ def test_replay_encodes_json_schema_values_with_the_subjects_latest_id(
         key = decode_wire(bytes.fromhex(e.key), avro_run.writer) if e.topic == spec.output.topic else e.key
         expected.append((e.topic, json.dumps(key), e.value, e.ts))
     assert len([g for g in got if g[0] == spec.output.topic]) == 30 and _per_key(got) == _per_key(expected)
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_validate_checks_a_json_schema_inputs_subject(
+    json_schema_run: ProtobufRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``streamjoin validate --registry``: the JSON Schema clicks' subject is fine as the job reads it; a
+    record_name subject that does not exist is named."""
+    import yaml
+
+    from streamjoin.cli import main
+
+    data = json_schema_run.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
+    paths = []
+    for name, record_name in (("ok", None), ("subject", "demo.Nope")):
+        spec = json.loads(json.dumps(data))
+        if record_name:
+            spec["inputs"]["clicks"]["value"].update(subject_name_strategy="record_name", record_name=record_name)
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        paths.append(str(path))
+    assert main(["validate", "--registry", *paths]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"ok: {paths[0]}" and out[-1] == "2 specs, 1 invalid"
+    assert out[1].startswith(f"error: {paths[1]}: inputs.clicks.value: subject 'demo.Nope': no versions at ")

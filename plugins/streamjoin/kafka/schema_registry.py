@@ -163,7 +163,10 @@ def _latest_reader(config: RegistryConfig, subject: str) -> str:
         latest = _call(config, f"latest version of {subject!r}", client(config).get_latest_version, subject)
     except SchemaRegistryError as exc:
         raise SchemaRegistrationError(
-            subject, None, f"{exc}: an Avro input needs its subject registered, or a reader_schema in the spec"
+            subject,
+            None,
+            f"{exc}: an Avro, Protobuf or JSON Schema input needs its subject registered (Avro: or "
+            "a reader_schema in the spec)",
         ) from exc
     return str(latest.schema.schema_str)
 
@@ -282,6 +285,9 @@ def subject_problems(spec: PipelineSpec) -> list[SubjectProblem]:
         if serde.format is Format.PROTOBUF:
             problems += _protobuf_problems(path, serde, spec_input.topic)
             continue
+        if serde.format is Format.JSON_SCHEMA:
+            problems += _json_schema_problems(path, serde, spec_input.topic)
+            continue
         if serde.format is not Format.AVRO:
             continue
         config = registry_config(serde.registry_conn_id)
@@ -329,6 +335,28 @@ def _protobuf_problems(path: str, serde: Serde, topic: str) -> list[SubjectProbl
             problem = f"it has no message {message!r}: its records would be dead letters; set record_name"
             problems.append(SubjectProblem(path, subject, version, problem))
     return sorted(problems, key=lambda p: p.version or 0)
+
+
+def _json_schema_problems(path: str, serde: Serde, topic: str) -> list[SubjectProblem]:
+    """A JSON Schema input's subject has versions, and (without the spec's ``schema``) its latest maps to
+    Spark's types: the job reads with it. Field changes between versions are not checked."""
+    from streamjoin.core.errors import SpecError
+    from streamjoin.spark.serde import json_schema_spark_type
+
+    config = registry_config(serde.registry_conn_id)
+    subject = serde.subject(topic)
+    versions = subject_versions(config, subject)
+    if not versions:
+        return [SubjectProblem(path, subject, None, f"no versions at {config.url}: register the topic's schema, "
+                               "or check subject_name_strategy and record_name")]  # fmt: skip
+    if serde.fields:
+        return []
+    try:
+        json_schema_spark_type(json.loads(writer_schema(config, versions[-1][1])), subject)
+    except SpecError as exc:
+        return [SubjectProblem(path, subject, versions[-1][0], f"{exc.path}: {exc.value}: not supported; give the "
+                               "input a 'schema' (field -> type)")]  # fmt: skip
+    return []
 
 
 def key_subject_warnings(spec: PipelineSpec) -> list[SubjectProblem]:
