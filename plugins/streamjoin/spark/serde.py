@@ -99,23 +99,37 @@ def _from_json(text: Column, struct_type: T.DataType) -> tuple[Column, Column]:
     return value, bad
 
 
+def _wire_header(
+    raw: Column, schemas: AvroSchemas, *, after_id: str = "", length: int = 5
+) -> tuple[Column, Column, Column, Column]:
+    """Confluent's wire header of ``raw`` (magic byte 0, a 4-byte big-endian schema id, then ``after_id``, at least
+    ``length`` bytes): ``(schema id, has the header, the id is one of the subject's, error)``. The error names what
+    is wrong with a value without the header or of another subject's id, null for a null value (a tombstone); the
+    caller adds its payload's errors to it (``error.when(...)``)."""
+    schema_id = F.conv(F.hex(F.substring(raw, 2, 4)), 16, 10).cast("long")
+    wire = (F.length(raw) >= length) & (F.hex(F.substring(raw, 1, 1)) == F.lit("00"))
+    known = schema_id.isin(schemas.ids) if schemas.ids else F.lit(False)
+    prefix = f"{UNDECODABLE}-value: "
+    error = (
+        F.when(raw.isNull(), F.lit(None).cast("string"))
+        .when(~wire, F.concat(F.lit(f"{prefix}not the Confluent wire format (magic byte 0, 4-byte schema "
+                                    f"id{after_id}): starts with 0x"), F.hex(F.substring(raw, 1, length))))
+        .when(~known, F.concat(F.lit(f"{prefix}schema id "), schema_id.cast("string"),
+                               F.lit(f" is not a version of subject {schemas.subject!r} (its ids: {schemas.ids})")))
+    )  # fmt: skip
+    return schema_id, wire, known, error
+
+
 def _decode_json_schema(raw: Column, serde: Serde, schemas: AvroSchemas) -> tuple[Column, Column]:
     """Confluent's JSON Schema wire format (magic byte 0, 4-byte schema id, the JSON text): a record of one of the
     subject's ids is parsed by ``from_json`` into :func:`spark_type` (the path ``json`` values take). Anything
     else has an error naming the id (see :func:`_decode_avro`)."""
-    schema_id = F.conv(F.hex(F.substring(raw, 2, 4)), 16, 10).cast("long")
-    wire = (F.length(raw) >= 5) & (F.hex(F.substring(raw, 1, 1)) == F.lit("00"))
-    known = schema_id.isin(schemas.ids) if schemas.ids else F.lit(False)
+    schema_id, wire, known, error = _wire_header(raw, schemas)
     text = F.substring(raw, 6, 1 << 30).cast("string")
     parsed, bad = _from_json(text, spark_type(serde, schemas))
     prefix, of = f"{UNDECODABLE}-value: ", f" of subject {schemas.subject!r}"
     error = (
-        F.when(raw.isNull(), F.lit(None).cast("string"))
-        .when(~wire, F.concat(F.lit(f"{prefix}not the Confluent wire format (magic byte 0, 4-byte schema id): "
-                                    "starts with 0x"), F.hex(F.substring(raw, 1, 5))))
-        .when(~known, F.concat(F.lit(f"{prefix}schema id "), schema_id.cast("string"),
-                               F.lit(f" is not a version{of} (its ids: {schemas.ids})")))
-        .when(bad, F.concat(F.lit(f"{prefix}the JSON text of schema id "), schema_id.cast("string"),
+        error.when(bad, F.concat(F.lit(f"{prefix}the JSON text of schema id "), schema_id.cast("string"),
                             F.lit(f"{of} is not JSON matching its fields: "), F.substring(text, 1, 200)))
     )  # fmt: skip
     return F.when(raw.isNotNull() & wire & known, parsed), error
@@ -190,9 +204,8 @@ def _decode_avro(raw: Column, avro: AvroSchemas) -> tuple[Column, Column]:
     PERMISSIVE mode gives null) has an error naming the id."""
     from pyspark.sql.avro.functions import from_avro
 
-    schema_id = F.conv(F.hex(F.substring(raw, 2, 4)), 16, 10).cast("long")
+    schema_id, wire, known, error = _wire_header(raw, avro)
     payload = F.substring(raw, 6, 1 << 30)
-    wire = (F.length(raw) >= 5) & (F.hex(F.substring(raw, 1, 1)) == F.lit("00"))
     reader_type(avro)  # a reader schema spark-avro cannot map fails here, naming the subject
     reader = json.loads(avro.reader)
     record = isinstance(reader, dict) and reader.get("type") == "record"
@@ -205,7 +218,6 @@ def _decode_avro(raw: Column, avro: AvroSchemas) -> tuple[Column, Column]:
     for known_id, writer in avro.writers:
         branch = from_avro(payload, writer, options)
         decoded = (F if decoded is None else decoded).when(schema_id == F.lit(known_id), branch)
-    known = schema_id.isin(avro.ids) if avro.ids else F.lit(False)
     if decoded is None:
         decoded = F.lit(None).cast(avro_spark_type(reader))
     value = F.when(wire & known & (decoded[_DECODED].isNotNull() if record else decoded.isNotNull()), decoded)
@@ -213,12 +225,7 @@ def _decode_avro(raw: Column, avro: AvroSchemas) -> tuple[Column, Column]:
         value = value.dropFields(_DECODED)
     prefix = f"{UNDECODABLE}-value: "
     error = (
-        F.when(raw.isNull(), F.lit(None).cast("string"))
-        .when(~wire, F.concat(F.lit(f"{prefix}not the Confluent wire format (magic byte 0, 4-byte schema id): "
-                                    "starts with 0x"), F.hex(F.substring(raw, 1, 5))))
-        .when(~known, F.concat(F.lit(f"{prefix}schema id "), schema_id.cast("string"),
-                               F.lit(f" is not a version of subject {avro.subject!r} (its ids: {avro.ids})")))
-        .when(value.isNull(), F.concat(F.lit(f"{prefix}the bytes do not decode as Avro with schema id "),
+        error.when(value.isNull(), F.concat(F.lit(f"{prefix}the bytes do not decode as Avro with schema id "),
                                        schema_id.cast("string"),
                                        F.lit(f" of subject {avro.subject!r} (malformed or truncated payload)")))
     )  # fmt: skip
@@ -247,9 +254,7 @@ def _decode_protobuf(raw: Column, serde: Serde, schemas: AvroSchemas) -> tuple[C
 
     fds, name = _protobuf_reader(serde, schemas)
     value_type = protobuf.spark_type(fds, name, schemas.subject)
-    schema_id = F.conv(F.hex(F.substring(raw, 2, 4)), 16, 10).cast("long")
-    wire = (F.length(raw) >= 6) & (F.hex(F.substring(raw, 1, 1)) == F.lit("00"))
-    known = schema_id.isin(schemas.ids) if schemas.ids else F.lit(False)
+    schema_id, wire, _, error = _wire_header(raw, schemas, after_id=", message indexes", length=6)
     start: Any = None  # where the payload starts, for a record whose indexes name the reader's message
     for known_id, writer in schemas.writers:
         indexes = protobuf.message_indexes(protobuf.descriptor_set(writer, schemas.subject), name)
@@ -261,14 +266,9 @@ def _decode_protobuf(raw: Column, serde: Serde, schemas: AvroSchemas) -> tuple[C
     value = parse(raw.substr(start, F.lit(1 << 30)))
     prefix, of = f"{UNDECODABLE}-value: ", f" of subject {schemas.subject!r}"
     error = (
-        F.when(raw.isNull(), F.lit(None).cast("string"))
-        .when(~wire, F.concat(F.lit(f"{prefix}not the Confluent wire format (magic byte 0, 4-byte schema id, "
-                                    "message indexes): starts with 0x"), F.hex(F.substring(raw, 1, 6))))
-        .when(~known, F.concat(F.lit(f"{prefix}schema id "), schema_id.cast("string"),
-                               F.lit(f" is not a version{of} (its ids: {schemas.ids})")))
-        .when(start.isNull(), F.concat(F.lit(f"{prefix}the message indexes of schema id "), schema_id.cast("string"),
-                                       F.lit(f"{of} (0x"), F.hex(F.substring(raw, 6, 4)),
-                                       F.lit(f"...) do not name message {name!r}")))
+        error.when(start.isNull(), F.concat(F.lit(f"{prefix}the message indexes of schema id "),
+                                            schema_id.cast("string"), F.lit(f"{of} (0x"),
+                                            F.hex(F.substring(raw, 6, 4)), F.lit(f"...) do not name message {name!r}")))
         .when(value.isNull(), F.concat(F.lit(f"{prefix}the bytes do not decode as Protobuf message {name!r} with "
                                              "schema id "), schema_id.cast("string"), F.lit(f"{of}")))
     )  # fmt: skip
