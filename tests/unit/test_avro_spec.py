@@ -14,7 +14,8 @@ from pyspark.sql import types as T
 from streamjoin.core.avro import decode_wire, encode_wire, split_wire
 from streamjoin.core.errors import SpecError
 from streamjoin.core.spec import SubjectNameStrategy, parse_spec, spec_problems
-from streamjoin.spark.serde import avro_schema, avro_spark_type, json_schema_spark_type, spark_type
+from streamjoin.spark.json_schema import json_schema_spark_type
+from streamjoin.spark.serde import avro_schema, avro_spark_type, spark_type
 
 CLICK = {"type": "record", "name": "Click", "namespace": "demo", "fields": [{"name": "clicks", "type": "long"}]}
 

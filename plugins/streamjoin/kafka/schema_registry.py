@@ -341,7 +341,7 @@ def _json_schema_problems(path: str, serde: Serde, topic: str) -> list[SubjectPr
     """A JSON Schema input's subject has versions, and (without the spec's ``schema``) its latest maps to
     Spark's types: the job reads with it. Field changes between versions are not checked."""
     from streamjoin.core.errors import SpecError
-    from streamjoin.spark.serde import json_schema_spark_type
+    from streamjoin.spark.json_schema import json_schema_spark_type
 
     config = registry_config(serde.registry_conn_id)
     subject = serde.subject(topic)
