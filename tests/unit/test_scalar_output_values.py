@@ -69,3 +69,10 @@ def test_the_reference_engine_emits_a_function_joiners_scalar_as_declared() -> N
 def test_an_empty_select_expression_is_refused() -> None:
     with pytest.raises(SpecError, match=r"join\.joiner\.select"):
         parse_spec(_spec({"select": ""}, "string"))
+
+
+def test_a_protobuf_value_is_not_encoded_from_json_but_refused_naming_the_format() -> None:
+    # replay writes a records file's values with codec.encode: a Protobuf input's JSON text on its topic would
+    # make every record a dead letter ("not the Confluent wire format")
+    with pytest.raises(ValueError, match="Protobuf value is not encoded from JSON"):
+        encode({"clicks": 1}, Format.PROTOBUF)

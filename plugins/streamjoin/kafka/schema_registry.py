@@ -294,8 +294,7 @@ def subject_problems(spec: PipelineSpec) -> list[SubjectProblem]:
         subject = serde.subject(spec_input.topic)
         versions = subject_versions(config, subject)
         if not versions:
-            problems.append(SubjectProblem(path, subject, None, f"no versions at {config.url}: register the topic's "
-                                           "schema, or check subject_name_strategy and record_name"))  # fmt: skip
+            problems.append(_no_versions(path, config, subject))
             continue
         reader_text = serde.reader_schema_text or writer_schema(config, versions[-1][1])
         reader = avro.schema.parse(reader_text)
@@ -321,8 +320,7 @@ def _protobuf_problems(path: str, serde: Serde, topic: str) -> list[SubjectProbl
     subject = serde.subject(topic)
     versions = subject_versions(config, subject)
     if not versions:
-        return [SubjectProblem(path, subject, None, f"no versions at {config.url}: register the topic's schema, "
-                               "or check subject_name_strategy and record_name")]  # fmt: skip
+        return [_no_versions(path, config, subject)]
     problems, message = [], serde.full_record_name
     for version, schema_id in reversed(versions):  # the latest first: its first message is the default
         try:
@@ -337,6 +335,12 @@ def _protobuf_problems(path: str, serde: Serde, topic: str) -> list[SubjectProbl
     return sorted(problems, key=lambda p: p.version or 0)
 
 
+def _no_versions(path: str, config: RegistryConfig, subject: str) -> SubjectProblem:
+    """An input's subject has no versions in the registry."""
+    return SubjectProblem(path, subject, None, f"no versions at {config.url}: register the topic's schema, or check "
+                          "subject_name_strategy and record_name")  # fmt: skip
+
+
 def _json_schema_problems(path: str, serde: Serde, topic: str) -> list[SubjectProblem]:
     """A JSON Schema input's subject has versions, and (without the spec's ``schema``) its latest maps to
     Spark's types: the job reads with it. Field changes between versions are not checked."""
@@ -347,8 +351,7 @@ def _json_schema_problems(path: str, serde: Serde, topic: str) -> list[SubjectPr
     subject = serde.subject(topic)
     versions = subject_versions(config, subject)
     if not versions:
-        return [SubjectProblem(path, subject, None, f"no versions at {config.url}: register the topic's schema, "
-                               "or check subject_name_strategy and record_name")]  # fmt: skip
+        return [_no_versions(path, config, subject)]
     if serde.fields:
         return []
     try:
