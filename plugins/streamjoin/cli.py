@@ -94,6 +94,7 @@ def _print_emitted(emitted: list[dict[str, Any]], records: list[dict[str, Any]],
 
 
 def validate_command(args: argparse.Namespace) -> int:
+    from streamjoin.core.join_plan import describe_stages
     from streamjoin.core.spec import spec_file_problems
 
     failed = 0
@@ -109,6 +110,7 @@ def validate_command(args: argparse.Namespace) -> int:
                 print(f"error: {problem}")
         else:
             print(f"ok: {path}")
+            print("\n".join(describe_stages(load_spec(path))))
     print(f"{len(args.specs)} specs, {failed} invalid")
     return 1 if failed else 0
 

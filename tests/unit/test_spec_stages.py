@@ -216,14 +216,50 @@ def test_plan_shows_every_stage_and_co_partitions_the_chains_inputs(
     assert "join stages (2):" in out
     assert (
         "stage 1 (joins[0]): clicks left stream-globaltable campaigns -> a stream to the next stage (and "
-        "with-campaign: spec only, not written yet); no co-partitioning (a global table); stores: default" in out
+        "with-campaign: spec only, not written yet); no co-partitioning (a global table); internal topics: none; "
+        "stores: default" in out
     )
     assert (
         "stage 2 (joins[1]): stage1's result left stream-table regions -> a stream to joined; co-partitioned: "
-        "clicks and regions; stores: default" in out
+        "clicks and regions; internal topics: none; stores: default" in out
     )
+    assert "the chain adds no internal topic: every stage's result keeps the key and partitions of 'clicks'" in out
     assert "the kernel refuses it: pipeline p: chained joins run in the reference engine only for now" in out
     assert main(["validate", str(path)]) == 0
+
+
+def test_validate_and_plan_name_each_stage_and_the_internal_topics_it_reads(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A named stage is shown by its name; a stage whose right input is repartitioned reads that input's internal
+    topic (the one provisioning creates), and ``validate`` prints the same stage lines as ``plan``."""
+    import yaml
+
+    from streamjoin.cli import main
+    from streamjoin.core.topic_plan import plan_topics
+
+    data = _spec(
+        [
+            {"name": "with_campaign", "shape": "stream-globaltable", "kind": "left", "left": "clicks",
+             "right": "campaigns"},
+            {"name": "with_region", "shape": "stream-table", "kind": "left", "right": "regions"},
+        ]
+    )  # fmt: skip
+    data["inputs"]["regions"]["repartition"] = True
+    spec = parse_spec(data)
+    assert "p-regions-repartition" in plan_topics(spec).names
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    stage2 = (
+        "stage 2 with_region (joins[1]): with_campaign's result left stream-table regions -> a stream to "
+        "joined; co-partitioned: clicks and regions; internal topics: p-regions-repartition; stores: default"
+    )
+    for command in ("plan", "validate"):
+        assert main([command, str(path)]) == 0
+        out = capsys.readouterr().out
+        assert "stage 1 with_campaign (joins[0]): clicks left stream-globaltable campaigns" in out, command
+        assert stage2 in out, (command, out)
+        assert "planned  p-regions-repartition (repartition" in out or command == "validate"
 
 
 def test_the_readmes_chained_example_is_a_valid_spec() -> None:

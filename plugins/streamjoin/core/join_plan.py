@@ -83,10 +83,29 @@ def refusal(spec: PipelineSpec) -> ReferenceOnlyError | None:
     return None
 
 
+def stage_label(spec: PipelineSpec, index: int) -> str:
+    """Stage ``index`` in a few words: its name where the spec gives one (not a default ``stage<N>``), its left
+    side (an input, or the previous stage), kind, shape and right input, e.g. ``with_category: with_region left
+    stream-globaltable categories``."""
+    stage = spec.stages[index]
+    named = stage.name is not None and stage.name != f"stage{index + 1}"
+    what = f"{stage.left} {stage.kind.value} {stage.shape.value} {stage.right}"
+    return f"{stage.name}: {what}" if named else what
+
+
+def stage_internal_topics(spec: PipelineSpec, index: int) -> list[str]:
+    """The internal topics stage ``index`` reads: the repartition topics of its inputs with ``repartition: true``
+    (a chain adds none: every stage's result keeps stage 1's key and partitions)."""
+    stage = spec.stages[index]
+    sides = (stage.left, stage.right) if index == 0 else (stage.right,)
+    return [spec.repartition_topic(name) for name in dict.fromkeys(sides) if spec.inputs[name].repartition]
+
+
 def describe_stages(spec: PipelineSpec) -> list[str]:
-    """One line per join stage (``streamjoin plan`` prints them): its sides, kind and shape, what it yields, the
-    inputs it needs co-partitioned, the stores the kernel keeps for it, its output; then why the kernel refuses
-    the spec, if it does."""
+    """One line per join stage (``streamjoin plan`` and ``validate`` print them): its name, sides, kind and
+    shape, what it yields and where to, the inputs it needs co-partitioned, the internal topics it reads, the
+    stores the kernel keeps for it; for a chain, why it needs no internal topic of its own; then why the kernel
+    refuses the spec, if it does."""
     root, last = spec.stages[0].left, len(spec.stages) - 1
     lines = []
     for index, stage in enumerate(spec.stages):
@@ -94,6 +113,7 @@ def describe_stages(spec: PipelineSpec) -> list[str]:
         stores = list(KERNEL_SHAPES.get(stage.shape, ()))
         if index == last and spec.aggregate is not None:
             stores += [AGGREGATE_STORE, PREVIOUS_STORE] if shape.table_result else [AGGREGATE_STORE]
+        named = stage.name is not None and stage.name != f"stage{index + 1}"
         left = stage.left if index == 0 else f"{stage.left}'s result"
         if shape.copartitioned:
             sides = (stage.left, stage.right) if index == 0 else (root, stage.right)
@@ -103,13 +123,21 @@ def describe_stages(spec: PipelineSpec) -> list[str]:
                                                   else "the foreign key is re-keyed internally") + ")"  # fmt: skip
         if index == last:
             out = spec.output.topic or ("the aggregate" if spec.aggregate is not None else "files")
+            if spec.output.topic and spec.aggregate is not None:
+                out += f" and the aggregate ({spec.aggregate.output.topic or 'files'})"
         else:
             out = "the next stage"
             if stage.output is not None:
                 out += f" (and {stage.output.topic}: spec only, not written yet)"
         what = "table" if shape.table_result else "stream"
-        lines.append(f"  stage {index + 1} ({spec.stage_path(index)}): {left} {stage.kind.value} {stage.shape.value} "
-                     f"{stage.right} -> a {what} to {out}; {placement}; stores: {', '.join(stores)}")  # fmt: skip
+        internal = ", ".join(stage_internal_topics(spec, index)) or "none"
+        lines.append(f"  stage {index + 1}{f' {stage.name}' if named else ''} ({spec.stage_path(index)}): {left} "
+                     f"{stage.kind.value} {stage.shape.value} {stage.right} -> a {what} to {out}; {placement}; "
+                     f"internal topics: {internal}; stores: {', '.join(stores)}")  # fmt: skip
+    if spec.chained:
+        lines.append(f"  the chain adds no internal topic: every stage's result keeps the key and partitions of "
+                     f"{root!r} (a global table is looked up by key_selector, a foreign key and the aggregate's "
+                     "group are re-keyed inside the job)")  # fmt: skip
     refused = refusal(spec)
     if refused is not None:
         lines.append(f"  the kernel refuses it: {refused}")
