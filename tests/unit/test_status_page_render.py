@@ -305,3 +305,27 @@ def test_runs_of_the_shipped_dags_get_a_note_naming_their_days() -> None:
 def test_the_csrf_token_is_bound_to_the_session() -> None:
     assert csrf_token("jwt-a") == csrf_token("jwt-a") != csrf_token("jwt-b")
     assert "jwt-a" not in csrf_token("jwt-a") and len(csrf_token("jwt-a")) == 64
+
+
+def test_a_chained_pipeline_s_pages_name_its_stages(tmp_path: Any) -> None:
+    """The plugin's view of the shipped two-stage pipeline lists its stages by name; its page shows them in
+    order, the list says how many, ``/api/jobs`` has them; a one-join pipeline's page shows its join."""
+    from streamjoin.airflow.plugin import _view as plugin_view
+    from streamjoin.core.job_files import PipelineFiles
+    from streamjoin.core.plans import PROJECT_HOME
+    from streamjoin.core.spec import load_spec
+
+    spec = load_spec(PROJECT_HOME / "include" / "pipelines" / "clicks_per_region_category.yaml")
+    chained = plugin_view(spec, PipelineFiles(tmp_path), None, NOW)  # never started: no files, no Kafka
+    stages = ["with_region: clicks left stream-table regions",
+              "with_category: with_region left stream-globaltable categories"]  # fmt: skip
+    assert list(chained.stages) == stages and chained.to_json()["stages"] == stages
+    page = render_job(JobPage(view=chained, history=[], now=NOW, links=[], jobs_url="/streamjoin/jobs", csrf=""))
+    assert ("<tr id='summary-join'><th>Join stages</th><td><ol class='stages'><li>with_region: clicks left "
+            "stream-table regions</li><li>with_category: with_region left stream-globaltable categories</li></ol>"
+            "</td></tr>") in page  # fmt: skip
+    listed = render_jobs([chained, _view(stages=("clicks left stream-table regions",))], "/streamjoin/jobs")
+    assert listed.count("join stages</small>") == 1 and ">2 join stages</small>" in listed
+    one = render_job(JobPage(view=_view(stages=("clicks left stream-table <regions>",)), history=[], now=NOW,
+                             links=[], jobs_url="/streamjoin/jobs", csrf=""))  # fmt: skip
+    assert "<tr id='summary-join'><th>Join</th><td>clicks left stream-table &lt;regions&gt;</td></tr>" in one

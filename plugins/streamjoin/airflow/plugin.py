@@ -129,6 +129,7 @@ def _view(spec: PipelineSpec, files: PipelineFiles, kafka: KafkaClientConfig | N
     end offsets and the last quality check, judged by the owner's policy (the one it recorded, else the
     pipeline DAG's); its history: that of the last :data:`HISTORY_HOURS`."""
     from streamjoin.airflow.dag_factory import OWNER_POLICY
+    from streamjoin.core.join_plan import stage_label
 
     supervisor, alive = files.supervisor(), _alive(files)
     quality = quality_status(resolve(spec.output.files.path)) if spec.output.files else None
@@ -139,6 +140,7 @@ def _view(spec: PipelineSpec, files: PipelineFiles, kafka: KafkaClientConfig | N
         stopped=files.stopped_on_purpose(), latest=_latest(kafka, spec), planned=files.batch_in_progress(),
         policy=Policy.from_json(supervisor.policy, OWNER_POLICY), now=now,
         quality=None if quality is None else (quality.text, quality.verdict, docs),
+        stages=[stage_label(spec, index) for index in range(len(spec.stages))],
     )  # fmt: skip
 
 

@@ -38,7 +38,7 @@ STYLE = (
     "svg .empty{font-size:12px;fill:#999}"
     "form{display:inline-block;margin-right:1em}.notice{background:#eef7ee;border:1px solid #9c9;padding:.5em}"
     ".notice.refused{background:#fdf3e7;border-color:#d9a25f}"
-    "ul.links li{margin:.2em 0}th{background:#f6f6f6}"
+    "ul.links li{margin:.2em 0}th{background:#f6f6f6}ol.stages{margin:0;padding-left:1.4em}"
 )
 COLORS = {"input": "#1f77b4", "processed": "#ff7f0e", "lag": "#d62728", "duration": "#2ca02c",
           "state": "#9467bd", "dead": "#8c564b"}  # fmt: skip
@@ -132,11 +132,25 @@ def _css(state: str) -> str:
     return escape(state.replace(" ", "-"))
 
 
+def _stages(v: JobView) -> str:
+    """The join stages: the one join's words, or a numbered list of a chain's stages."""
+    if len(v.stages) < 2:
+        return escape(v.stages[0]) if v.stages else "-"
+    return "<ol class='stages'>" + "".join(f"<li>{escape(stage)}</li>" for stage in v.stages) + "</ol>"
+
+
+def _chain_note(v: JobView) -> str:
+    """Under a chained pipeline's name in the list: how many join stages it runs, its stages as a tooltip."""
+    if len(v.stages) < 2:
+        return ""
+    return f"<br><small class='stages' title='{escape('; '.join(v.stages))}'>{len(v.stages)} join stages</small>"
+
+
 def render_jobs(views: Sequence[JobView], jobs_url: str, refresh: int = REFRESH_SECONDS) -> str:
     """The list: one row per pipeline, the name linking to ``{jobs_url}/{pipeline}``."""
     body = "".join(
         f"<tr data-pipeline='{escape(v.pipeline)}'><td><a class='detail' href='{escape(jobs_url)}/"
-        f"{quote(v.pipeline)}'>{escape(v.pipeline)}</a></td>"
+        f"{quote(v.pipeline)}'>{escape(v.pipeline)}</a>{_chain_note(v)}</td>"
         f"<td class='state {_css(v.state)}' title='{escape(v.reason)}'>{escape(v.state)}</td>"
         f"<td class='last-batch'>{_last_batch(v)}</td>"
         f"<td class='rate'>{escape(v.recent_text)}</td>"
@@ -235,6 +249,7 @@ def render_job(page: JobPage) -> str:
             if batch else "-")  # fmt: skip
     summary = [
         ("state", "State", f"<span class='state {_css(v.state)}'>{escape(v.state)}</span> ({escape(v.reason)})"),
+        ("join", "Join stages" if len(v.stages) > 1 else "Join", _stages(v)),
         ("last-batch", "Last batch", last),
         ("rate", "Input rate", escape(v.recent_text)),
         ("batch-rates", "Last batch rates", f"{_num(v.input_rps)} rows/s in, {_num(v.processed_rps)} rows/s processed"),

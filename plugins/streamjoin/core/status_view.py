@@ -58,6 +58,8 @@ class JobView:
     quality_verdict: str | None = None
     #: the Data Docs of the check ``quality`` describes (a URL the page can open)
     quality_docs: str | None = None
+    #: the pipeline's join stages in order, each in a few words (one for ``join:``, several for ``joins:``)
+    stages: tuple[str, ...] = ()
 
     @property
     def total_lag(self) -> int:
@@ -81,6 +83,7 @@ class JobView:
             else {"batch_id": self.in_progress[0], "seconds": self.in_progress[1]},
             "lag": dict(self.lag), "restarts": len(self.restarts), "gave_up_at": self.gave_up_at,
             "quality": self.quality, "quality_verdict": self.quality_verdict, "quality_docs": self.quality_docs,
+            "stages": list(self.stages),
         }  # fmt: skip
 
 
@@ -105,6 +108,7 @@ def job_view(
     policy: Policy,
     now: float,
     quality: tuple[str, str, str | None] | None = None,
+    stages: Sequence[str] = (),
 ) -> JobView:
     """The pipeline's view at ``now`` (epoch s).
 
@@ -114,6 +118,7 @@ def job_view(
     :param planned: (batch id, when planned) of the batch planned and not committed yet, if any
     :param policy: the owner's policy (:attr:`SupervisorRecord.policy`), which judges health as the owner does
     :param quality: the last quality check's (text, verdict, Data Docs URL)
+    :param stages: the join stages in a few words each (:func:`streamjoin.core.join_plan.stage_label`)
     """
     started = driver is not None or status is not None
     health = assess(
@@ -157,5 +162,5 @@ def job_view(
         in_progress=in_progress, spark_ui=status.spark_ui if status else None, alive=alive,
         trend=tuple(series(hour, "input_rps")), trend_breaks=tuple(breaks(hour)),
         quality=quality[0] if quality else None, quality_verdict=quality[1] if quality else None,
-        quality_docs=quality[2] if quality else None,
+        quality_docs=quality[2] if quality else None, stages=tuple(stages),
     )  # fmt: skip
