@@ -83,6 +83,9 @@ def test_dag_files_parse_without_pyspark() -> None:
             "streamjoin_reprocess", "streamjoin_stop_redeploy") else "Unpause to"  # fmt: skip
         assert description.startswith(wanted), (dag_id, description)
         assert ("unpause" in doc.lower()) and len(doc) > 200, (dag_id, doc)
+    chain = "`clicks` left-stream-table `regions`, then left-stream-globaltable `categories` from"
+    for dag_id in ("streamjoin_clicks_per_region_category", "streamjoin_clicks_per_region_category_demo"):
+        assert chain in out["docs"][dag_id][1], out["docs"][dag_id]  # a chain's docs name every stage
 
 
 #: Python stand-ins for the Spark SQL projections of the example specs: the reference engine computes
@@ -111,7 +114,23 @@ REFERENCE_FUNCTIONS: dict[str, dict[str, Any]] = {
         "group_by": lambda k, v: v["region"],
         "value": lambda k, v: v["clicks"],
     },
+    # two join stages: clicks left-join regions (with_region), then left-join the product's category
+    "clicks_per_region_category": {
+        "joiner": lambda k, left, right: _region_or_category(left, right),
+        "key_selector": lambda k, v: v["product"],
+        "group_by": lambda k, v: f"{v['region']}/{v['category']}",
+        "value": lambda k, v: v["clicks"],
+    },
 }
+
+
+def _region_or_category(left: dict[str, Any], right: str | None) -> dict[str, Any]:
+    """Both stages' joiners of clicks_per_region_category (the reference engine takes one ``joiner`` for every
+    stage): stage 1's left is a click (no region yet), stage 2's is stage 1's result."""
+    if "region" not in left:
+        return {"product": left["product"], "clicks": left["clicks"], "region": "UNKNOWN" if right is None else right}
+    return {"region": left["region"], "category": "OTHER" if right is None else right, "product": left["product"],
+            "clicks": left["clicks"]}  # fmt: skip
 
 
 def _expected_outputs(spec: Any) -> list[Any]:
@@ -186,7 +205,10 @@ def _assert_lineage(by_task: dict[str, dict[str, Any]], spec: Any, bootstrap: st
         facet = complete["job"]["facets"]["streamjoin_join"]
         declared = (spec.name, spec.join.shape.value, spec.join.kind.value)
         assert (facet["pipeline"], facet["shape"], facet["kind"]) == declared
-        assert facet["join"]["left"]["topic"] == spec.left.topic and facet["join"]["right"]["topic"] == spec.right.topic
+        assert facet["join"]["right"]["topic"] == spec.right.topic  # the last stage's right input
+        stages = facet["join"].get("stages", [facet["join"]])  # a chain lists every stage, the first's left input
+        assert [s["right"]["topic"] for s in stages] == [spec.inputs[s.right].topic for s in spec.stages]
+        assert stages[0]["left"]["topic"] == spec.left.topic
     assert by_task["run_join"]["COMPLETE"]["job"]["facets"]["streamjoin_join"]["processing"] == "streaming"
     assert by_task["reprocess_day"]["COMPLETE"]["job"]["facets"]["streamjoin_join"]["processing"] == "batch"
 

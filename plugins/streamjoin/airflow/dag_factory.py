@@ -41,7 +41,7 @@ def pipeline_dag(spec_path: str, *, dag_id: str | None = None, **dag_kwargs: Any
         dag_id or f"streamjoin_{spec.name}",
         description=f"Unpause to run {spec.name}: provisions its topics, runs and owns its streaming join; "
         f"{what_it_joins(spec)}",
-        tags=["streamjoin", spec.join.shape.value],
+        tags=["streamjoin", *dict.fromkeys(stage.shape.value for stage in spec.stages)],
         doc_md=_doc(spec, spec_path),
         **pipeline_dag_args(spec_path, dag_kwargs),
     ) as dag:
@@ -70,8 +70,16 @@ def pipeline_dag_args(spec_path: str, dag_kwargs: dict[str, Any]) -> dict[str, A
 
 
 def what_it_joins(spec: PipelineSpec) -> str:
-    """The spec's description, else its join in a few words."""
-    return spec.description or f"{spec.join.left} {spec.join.kind.value}-{spec.join.shape.value} {spec.join.right}"
+    """The spec's description, else its joins in a few words."""
+    return spec.description or _stages_text(spec, "")
+
+
+def _stages_text(spec: PipelineSpec, quote: str) -> str:
+    """``left kind-shape right`` of the first join, then ``, then kind-shape right`` for each later stage (whose
+    left side is the previous stage's result); input names between ``quote``."""
+    first, q = spec.stages[0], quote
+    text = f"{q}{first.left}{q} {first.kind.value}-{first.shape.value} {q}{first.right}{q}"
+    return text + "".join(f", then {s.kind.value}-{s.shape.value} {q}{s.right}{q}" for s in spec.stages[1:])
 
 
 def _doc(spec: PipelineSpec, spec_path: str) -> str:
@@ -88,5 +96,4 @@ def _doc(spec: PipelineSpec, spec_path: str) -> str:
 
 def joined(spec: PipelineSpec, spec_path: str) -> str:
     """The spec's join in Markdown, with the file it comes from."""
-    return (f"`{spec.join.left}` {spec.join.kind.value}-{spec.join.shape.value} `{spec.join.right}` from "
-            f"`{spec_path}`")  # fmt: skip
+    return f"{_stages_text(spec, '`')} from `{spec_path}`"

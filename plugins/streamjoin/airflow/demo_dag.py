@@ -26,7 +26,7 @@ def demo_dag(spec_path: str, *, dag_id: str | None = None, **dag_kwargs: Any) ->
         dag_id or f"streamjoin_{spec.name}_demo",
         description=f"Demo only, resets {spec.name} (topics, checkpoint, output): trigger it to try the pipeline; "
         f"{what_it_joins(spec)}",
-        tags=["streamjoin", spec.join.shape.value, "demo"],
+        tags=["streamjoin", *dict.fromkeys(stage.shape.value for stage in spec.stages), "demo"],
         doc_md=_doc(spec, spec_path),
         **pipeline_dag_args(spec_path, dag_kwargs),
     ) as dag:
