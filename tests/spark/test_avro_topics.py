@@ -548,6 +548,61 @@ def test_protobuf_unknown_schema_id_and_undecodable_payload_are_dead_letters(
 
 @pytest.mark.spark
 @pytest.mark.kafka
+def test_replay_encodes_protobuf_values_with_the_subjects_latest_message(
+    spark, avro_run: Run, protobuf_run: ProtobufRun
+) -> None:
+    """``streamjoin replay`` on the Protobuf spec: the file's JSON values (each as its writer version decodes it:
+    v1's without referrer) go in the wire format of the latest id's Click, and the output per key is the
+    reference engine's over the topic's records; a value Click cannot hold is a dead letter naming the field."""
+    from streamjoin.kafka import protobuf
+    from streamjoin.spark.replay import raw_rows, replay
+
+    run, spec = protobuf_run, protobuf_run.spec
+    latest = protobuf.descriptor_set(CLICK_PROTO_V2, "test")
+    records, reference = [], []
+    for offset, (topic, key, data, ts) in enumerate(run.produced[:-2]):
+        if topic == spec.left.topic and data is not None:
+            writer = CLICK_PROTO_V1 if int.from_bytes(data[1:5], "big") == run.ids["v1"] else CLICK_PROTO_V2
+            value = protobuf.decode_message(protobuf.descriptor_set(writer, "test"), "demo.Click", data[6:])
+            full = protobuf.decode_message(latest, "demo.Click", data[6:])
+        else:  # a region, or cid's region's tombstone
+            value = full = decode_wire(data, avro_run.writer)
+        records.append(
+            {"topic": topic, "key": decode_wire(key, avro_run.writer), "value": value, "ts": ts - avro_run.base}
+        )
+        reference.append(Record(topic, key.hex().upper(), full, ts - avro_run.base, 0, offset))
+    last = records[-1]
+    assert last["topic"] == spec.left.topic and "referrer" not in records[-3]["value"]
+    # what Confluent's ProtobufSerializer writes: magic byte, the latest id, Click's indexes [0], the payload
+    (row,) = raw_rows(spec, [last], True)
+    assert row[1] == wire_header(run.ids["v2"]) + b"\x00" + (
+        protobuf._message_class(latest, "demo.Click")(**last["value"]).SerializeToString()
+    )
+    bad = [{**last, "value": {"clicks": "many"}, "ts": last["ts"] + 10},
+           {**last, "value": {"clicks": 1, "referer": "r"}, "ts": last["ts"] + 20}]  # fmt: skip
+    emitted = replay(spark, spec, [*records, *bad], batch=True)
+    subject = f"{spec.left.topic}-value"
+    fit = f"the value does not fit Protobuf message 'demo.Click' of schema id {run.ids['v2']} of subject {subject!r}"
+    letters = [r for r in emitted if r["topic"] == spec.dead_letter_topic]
+    assert [(r["key"], r["value"], r["ts"], r["headers"]["source_topic"]) for r in letters] == [
+        (last["key"], b["value"], b["ts"], spec.left.topic) for b in bad
+    ]
+    reasons = [r["headers"]["reason"] for r in letters]
+    assert reasons[0].startswith(f"undecodable-value: line {len(records) + 1}: {fit}: Failed to parse clicks field")
+    assert reasons[1].startswith(f"undecodable-value: line {len(records) + 2}: {fit}: Message type \"demo.Click\" "
+                                 'has no field named "referer"')  # fmt: skip
+    got = [
+        (r["topic"], json.dumps(r["key"]), r["value"], r["ts"]) for r in emitted if r["topic"] != spec.dead_letter_topic
+    ]
+    expected = []
+    for e in ReferenceEngine(spec, _reference_functions()).replay_batch(reference):
+        key = decode_wire(bytes.fromhex(e.key), avro_run.writer) if e.topic == spec.output.topic else e.key
+        expected.append((e.topic, json.dumps(key), e.value, e.ts))
+    assert len([g for g in got if g[0] == spec.output.topic]) == 30 and _per_key(got) == _per_key(expected)
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
 def test_validate_checks_a_protobuf_inputs_subject_and_message(
     protobuf_run: ProtobufRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -71,8 +71,8 @@ def test_an_empty_select_expression_is_refused() -> None:
         parse_spec(_spec({"select": ""}, "string"))
 
 
-def test_a_protobuf_value_is_not_encoded_from_json_but_refused_naming_the_format() -> None:
-    # replay writes a records file's values with codec.encode: a Protobuf input's JSON text on its topic would
-    # make every record a dead letter ("not the Confluent wire format")
-    with pytest.raises(ValueError, match="Protobuf value is not encoded from JSON"):
+def test_a_protobuf_value_is_not_encoded_without_its_schema_but_refused_naming_the_encoder() -> None:
+    # a Protobuf input's JSON text on its topic would make every record a dead letter ("not the Confluent wire
+    # format"): replay encodes with the registered schema (test_avro_topics' protobuf replay test)
+    with pytest.raises(ValueError, match="Protobuf value is encoded with its registered schema's message"):
         encode({"clicks": 1}, Format.PROTOBUF)

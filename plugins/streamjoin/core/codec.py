@@ -16,8 +16,8 @@ def encode(value: Any, fmt: Format) -> bytes | None:
     if fmt is Format.AVRO:
         raise ValueError("an Avro value is encoded with its registered schema: streamjoin.core.avro.encode_wire")
     if fmt is Format.PROTOBUF:
-        raise ValueError("a Protobuf value is not encoded from JSON yet: replay and the demo cannot write Protobuf "
-                         "inputs (produce them with Confluent's Protobuf serializer)")
+        raise ValueError("a Protobuf value is encoded with its registered schema's message: "
+                         "streamjoin.kafka.protobuf.encode_wire")
     if fmt is Format.LONG:
         return struct.pack(">q", int(value))  # Java LongSerializer: 8 bytes, big-endian, signed
     if fmt is Format.JSON:

@@ -236,3 +236,54 @@ def _converter(field: Any) -> Any:
         names = {v.number: v.name for v in field.enum_type.values}
         return lambda number: names.get(number, str(number))
     return lambda value: value
+
+
+def encode_message(fds: bytes, full_name: str, value: Any) -> bytes:
+    """The binary payload of message ``full_name`` holding ``value``: a mapping of its fields, in the shape
+    :func:`decode_message` gives or Protobuf's JSON mapping (an enum by name or number, a 64-bit integer as a
+    number or a string, a null field unset).
+
+    :raises ValueError: a value the message cannot hold (names the field, as Protobuf's JSON parser does)
+    """
+    from google.protobuf import json_format
+
+    if not isinstance(value, dict):
+        raise ValueError(f"{type(value).__name__} {value!r} is not a mapping of message {full_name!r}'s fields")
+    message = _message_class(fds, full_name)()
+    try:
+        json_format.ParseDict(value, message)
+    except json_format.ParseError as exc:
+        raise ValueError(" ".join(str(exc).split())) from None
+    return bytes(message.SerializeToString())
+
+
+def encode_wire(value: Any, schema_id: int, fds: bytes, full_name: str, indexes: bytes) -> bytes | None:
+    """``value`` in Confluent's Protobuf wire format (what its ``ProtobufSerializer`` writes): the header of
+    ``schema_id``, message ``full_name``'s ``indexes`` (:func:`message_indexes`), the payload; None stays None.
+
+    :raises ValueError: a value the message cannot hold (:func:`encode_message`)
+    """
+    from streamjoin.core.avro import wire_header
+
+    if value is None:
+        return None
+    return wire_header(schema_id) + indexes + encode_message(fds, full_name, value)
+
+
+def decode_wire(data: bytes, schema: Any, record_name: str | None, subject: str) -> dict[str, Any]:
+    """The message in Confluent's Protobuf wire format ``data``, read with the schema of its id
+    (``schema(id)``: the ``.proto`` text): message ``record_name``, else the schema's first.
+
+    :raises ValueError: not the wire format, indexes naming another message, or a payload that does not parse
+    """
+    if len(data) < 6 or data[0] != 0:
+        raise ValueError(f"not the Confluent wire format: starts with 0x{data[:6].hex()}")
+    fds = descriptor_set(schema(int.from_bytes(data[1:5], "big")), subject)
+    name = record_name or main_message(fds)
+    indexes = message_indexes(fds, name) if name else None
+    if name is None or indexes is None or not data[5:].startswith(indexes):
+        raise ValueError(f"the message indexes 0x{data[5:9].hex()} do not name message {name!r}")
+    value = decode_message(fds, name, data[5 + len(indexes) :])
+    if value is None:
+        raise ValueError(f"the bytes do not decode as Protobuf message {name!r}")
+    return value

@@ -7,7 +7,9 @@ ordering rule (docs/SEMANTICS.md).
 The file's keys and values are JSON. An Avro input's are encoded in the Confluent wire format with its
 subject's schema (the reader schema when the registry holds it, else the subject's latest), so that they
 enter the batch as a producer's records do and the job's decoding runs unchanged; Avro keys and values
-in the output are decoded back to JSON.
+in the output are decoded back to JSON. A Protobuf input's values are encoded so with the message the spec
+reads (``record_name``, else the schema's first) of the subject's latest schema; a value that message cannot hold
+is a dead letter whose reason names the field (a producer could not have written it).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from pyspark.sql import types as T
 from streamjoin.core.avro import decode_wire, encode_wire, wire_header
 from streamjoin.core.batch_plan import BatchPlan, RecordsIndex, plan_all
 from streamjoin.core.codec import decode, encode
+from streamjoin.core.errors import SpecError
+from streamjoin.core.join_plan import UNDECODABLE
 from streamjoin.core.ordering import source_orders
 from streamjoin.core.spec import Format, Input, PipelineSpec, Serde
 from streamjoin.spark.engine import process_batch
@@ -45,6 +49,15 @@ RAW_SCHEMA = T.StructType(
         T.StructField("ts", T.LongType()),
     ]
 )
+#: the bytes of a value its Protobuf schema cannot hold: not the wire format, so the batch dead-letters it; its
+#: dead letter then gets the encoder's reason and the file's value (:func:`raw_rows`' ``refused``)
+REFUSED = b"\xff"
+#: ``(topic, partition, offset)`` -> (reason, the file's value) of each value written as :data:`REFUSED`
+Refused = dict[tuple[str, int, int], tuple[str, Any]]
+
+
+class _Unfit(ValueError):
+    """A records file's value its input's schema cannot hold, as a dead letter's reason."""
 
 
 def raw_frame(spark: SparkSession, spec: PipelineSpec, records: Iterable[dict[str, Any]], batch: bool) -> DataFrame:
@@ -52,9 +65,14 @@ def raw_frame(spark: SparkSession, spec: PipelineSpec, records: Iterable[dict[st
     return spark.createDataFrame(raw_rows(spec, records, batch), RAW_SCHEMA)
 
 
-def raw_rows(spec: PipelineSpec, records: Iterable[dict[str, Any]], batch: bool) -> list[tuple[Any, ...]]:
+def raw_rows(
+    spec: PipelineSpec, records: Iterable[dict[str, Any]], batch: bool, refused: Refused | None = None
+) -> list[tuple[Any, ...]]:
     """Kafka-shaped rows (``RAW_SCHEMA``) for the records. File order: offsets are line numbers in one
-    partition; batch: offsets count per topic-partition (partition defaults to 0)."""
+    partition; batch: offsets count per topic-partition (partition defaults to 0).
+
+    :param refused: gets the Protobuf values their message cannot hold (written as :data:`REFUSED`)
+    """
     counters: dict[tuple[str, int], int] = defaultdict(int)
     encoders: dict[tuple[str, bool], Callable[[Any], bytes | None]] = {}
     rows = []
@@ -68,7 +86,12 @@ def raw_rows(spec: PipelineSpec, records: Iterable[dict[str, Any]], batch: bool)
         offset = counters[(topic, partition)] if batch else line
         counters[(topic, partition)] += 1
         key = _encoded(encoders, spec_input, line, record.get("key"), is_key=True)
-        value = _encoded(encoders, spec_input, line, record.get("value"), is_key=False)
+        try:
+            value = _encoded(encoders, spec_input, line, record.get("value"), is_key=False)
+        except _Unfit as unfit:
+            value = REFUSED
+            if refused is not None:
+                refused[(topic, partition, offset)] = (str(unfit), record.get("value"))
         rows.append(
             (
                 key,  # None stays None
@@ -90,17 +113,22 @@ def _encoded(
     *,
     is_key: bool,
 ) -> bytes | None:
-    """A records file's JSON key or value as the input's bytes (Avro: the wire format with the schema of
-    :func:`~streamjoin.kafka.schema_registry.encoding_schema`, asked once per topic)."""
+    """A records file's JSON key or value as the input's bytes (Avro, Protobuf: the wire format with the schema
+    of :func:`~streamjoin.kafka.schema_registry.encoding_schema`, asked once per topic).
+
+    :raises _Unfit: a Protobuf value its message cannot hold (the reason names line, field, id and subject)
+    """
     serde = spec_input.key if is_key else spec_input.value
-    if serde.format not in (Format.AVRO, Format.JSON_SCHEMA):
+    if serde.format not in (Format.AVRO, Format.JSON_SCHEMA, Format.PROTOBUF):
         return encode(data, serde.format)
     where = (spec_input.topic, is_key)
     if where not in encoders:
         from streamjoin.kafka.schema_registry import encoding_schema
 
         schema_id, schema = encoding_schema(serde, spec_input.topic, is_key=is_key)
-        if serde.format is Format.JSON_SCHEMA:  # the JSON text after the header, as Confluent's serializer
+        if serde.format is Format.PROTOBUF:
+            encoders[where] = _protobuf_encoder(serde, spec_input.topic, schema_id, schema)
+        elif serde.format is Format.JSON_SCHEMA:  # the JSON text after the header, as Confluent's serializer
             encoders[where] = lambda value: (
                 None if value is None else wire_header(schema_id) + json.dumps(value).encode()
             )
@@ -111,10 +139,38 @@ def _encoded(
     except (ValueError, TypeError) as exc:
         part = "key" if is_key else "value"
         subject = serde.subject(spec_input.topic, is_key=is_key)
+        if serde.format is Format.PROTOBUF:
+            raise _Unfit(f"{UNDECODABLE}-value: line {line + 1}: the value does not fit {exc.args[0]}") from None
         raise ValueError(
             f"line {line + 1}: {part} {data!r} of topic {spec_input.topic!r} does not fit the Avro schema of "
             f"subject {subject!r} ({exc}): write it as that schema's JSON"
         ) from None
+
+
+def _protobuf_encoder(serde: Serde, topic: str, schema_id: int, schema: str) -> Callable[[Any], bytes | None]:
+    """JSON values to the wire format of the message the job reads in ``schema`` (``schema_id``); its
+    ValueError's first argument names the field, message, id and subject.
+
+    :raises SpecError: the schema has no such message (terminal: the job would dead-letter every value)
+    """
+    from streamjoin.kafka import protobuf
+
+    subject = serde.subject(topic)
+    fds = protobuf.descriptor_set(schema, subject)
+    name = serde.full_record_name or protobuf.main_message(fds)
+    indexes = protobuf.message_indexes(fds, name) if name else None
+    if name is None or indexes is None:
+        raise SpecError("<schema registry>", f"Protobuf schema id {schema_id} of subject {subject!r}", name,
+                        "a message of the schema: set the input's record_name to one")  # fmt: skip
+
+    def encoded(value: Any) -> bytes | None:
+        try:
+            return protobuf.encode_wire(value, schema_id, fds, name, indexes)
+        except ValueError as exc:
+            raise ValueError(f"Protobuf message {name!r} of schema id {schema_id} of subject {subject!r}: "
+                             f"{exc}") from None  # fmt: skip
+
+    return encoded
 
 
 def replay(
@@ -137,10 +193,11 @@ def replay(
     :param sources: add ``source``: the input record (``topic``, ``partition``, ``offset``) that produced each
         output record (a join result's triggering record of its input; an aggregate update's join result's)
     """
-    rows = raw_rows(spec, records, batch)
+    refused: Refused = {}
+    rows = raw_rows(spec, records, batch, refused)
     raw = spark.createDataFrame(rows, RAW_SCHEMA)
     if not batch or max_records is None:
-        return _run(spec, raw, KernelCheckpoint(None), file_order=not batch, sources=sources)
+        return _run(spec, raw, KernelCheckpoint(None), file_order=not batch, sources=sources, refused=refused)
     index = RecordsIndex(timestamps(rows))
     plans = plan_all({tp: 0 for tp in index.latest()}, index.latest(), source_orders(spec), index, max_records)
     emitted: list[dict[str, Any]] = []
@@ -152,8 +209,9 @@ def replay(
                     on_batch(batch_id, plan)
                 part = raw.filter(_in_plan(plan))
                 emitted += _run(
-                    spec, part, store.load(batch_id), file_order=False, store=store, batch_id=batch_id, sources=sources
-                )
+                    spec, part, store.load(batch_id), file_order=False, store=store, batch_id=batch_id,
+                    sources=sources, refused=refused,
+                )  # fmt: skip
         finally:
             unload(spark, f"{state_dir}/{KERNEL_DIR}", spec.kafka.partitions)
     return emitted
@@ -187,9 +245,10 @@ def _run(
     store: StateStore | None = None,
     batch_id: int = 0,
     sources: bool = False,
+    refused: Refused | None = None,
 ) -> list[dict[str, Any]]:
     """One batch through :func:`process_batch`: what it emits (dead letters last); saves the state to
-    ``store`` when given."""
+    ``store`` when given. A ``refused`` value's dead letter gets its reason and the file's value."""
     out = process_batch(raw, spec, checkpoint, file_order=file_order)
     order = ORDER
     spec_json = spec.model_dump_json()
@@ -212,13 +271,18 @@ def _run(
     dead = sorted((r for r in collected if r["dead_topic"] is not None),
                   key=lambda r: (r["dead_topic"], r["source_partition"], r["source_offset"]))  # fmt: skip
     for r in dead:
+        unfit = (refused or {}).get((r["dead_topic"], r["source_partition"], r["source_offset"]))
+        if unfit is not None and r["reason"].startswith(f"{UNDECODABLE}-value"):  # not one found before (null-key)
+            reason, value = unfit
+        else:
+            reason, value = r["reason"], _dead_value(spec, r["dead_topic"], r["dead_value"])
         result.append(
             {
                 "topic": spec.dead_letter_topic,
                 "key": _dead_key(spec, r["dead_topic"], r["dead_key"]),
-                "value": _dead_value(spec, r["dead_topic"], r["dead_value"]),
+                "value": value,
                 "ts": r["ts"],
-                "headers": {"reason": r["reason"], "source_topic": r["dead_topic"]},
+                "headers": {"reason": reason, "source_topic": r["dead_topic"]},
             }
         )
         if sources:
@@ -314,11 +378,16 @@ def _decoded(data: Any, serde: Serde) -> Any:
             return decode_wire(bytes(data), partial(_writer_schema, serde.registry_conn_id))
         if serde.format is Format.JSON_SCHEMA:
             return json.loads(bytes(data)[5:])
+        if serde.format is Format.PROTOBUF:
+            from streamjoin.kafka import protobuf
+
+            writer = partial(_writer_schema, serde.registry_conn_id)
+            return protobuf.decode_wire(bytes(data), writer, serde.full_record_name, "<dead letter>")
         return decode(bytes(data), serde.format)
     except (ValueError, struct.error, EOFError):
         return (
             bytes(data).hex()
-            if serde.format in (Format.AVRO, Format.JSON_SCHEMA)
+            if serde.format in (Format.AVRO, Format.JSON_SCHEMA, Format.PROTOBUF)
             else bytes(data).decode(errors="replace")
         )
 
