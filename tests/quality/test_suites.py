@@ -191,3 +191,23 @@ def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "suite.yaml"
     path.write_text(text)
     return path
+
+
+def test_a_chains_checks_follow_its_last_stage() -> None:
+    """clicks_per_region_category: the match rate is that of the last stage's left records (stage with_region's
+    results, the rows' ``src_topic``) finding a category; no completeness count of the clicks (a chain)."""
+    from streamjoin.core.plans import PROJECT_HOME
+    from streamjoin.core.spec import load_spec
+    from streamjoin.quality.gate import counts_left_records
+
+    spec = load_spec(PROJECT_HOME / "include" / "pipelines" / "clicks_per_region_category.yaml")
+    assert spec.quality is not None
+    settings = load_settings(PROJECT_HOME / spec.quality.suite, spec.name)
+    plan = build_check_plan(spec, settings, day=DAY, suite_file=spec.quality.suite)
+    assert plan.left_topic == "<with_region>" and not counts_left_records(spec)
+    assert plan.check("match_rate").kwargs == {"column": MATCHED_LEFT, "min_value": 0.8, "max_value": 1.0}
+    assert "of stage 'with_region''s results (the last stage's left side) found a value in 'product-categories'" in (
+        plan.check("match_rate").description
+    )
+    assert plan.flatten == {"value.region": "value_region", "value.category": "value_category",
+                            "value.clicks": "value_clicks"}  # fmt: skip

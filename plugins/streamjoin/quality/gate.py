@@ -89,10 +89,11 @@ def counts_left_records(spec: PipelineSpec) -> bool:
     a table without a grace: each left record with a value has one output, at once. Not for a windowed join,
     nor a grace on a versioned table (a record's result waits for stream time to pass its window or grace,
     which may come after the day's read), nor a table on the left (a delete of an absent row emits nothing),
-    nor a repartitioned left input (its output rows name the internal topic, not the left input's)."""
+    nor a repartitioned left input (its output rows name the internal topic, not the left input's), nor a chain
+    (they name the previous stage's results, and an earlier stage may drop a left record)."""
     join = spec.join
     at_once = join.shape in COMPLETE_AT_ONCE and not join.grace
-    return at_once and join.kind is not Kind.INNER and not spec.left.repartition
+    return at_once and join.kind is not Kind.INNER and not spec.left.repartition and not spec.chained
 
 
 def left_records_of_day(kafka: KafkaTarget, spec: PipelineSpec, day: date, timeout: float = 300.0) -> int:

@@ -312,7 +312,7 @@ def build_check_plan(
                 "expect_column_mean_to_be_between",
                 {"column": MATCHED_LEFT, "min_value": quality.match_rate_min, "max_value": 1.0},
                 Severity.BLOCKING,
-                f"at least {quality.match_rate_min:.0%} of the left records of {spec.left.topic!r} found a "
+                f"at least {quality.match_rate_min:.0%} of the left records of {left_records(spec)} found a "
                 f"value in {spec.right.topic!r} (observed: the share that did)",
             )
         )
@@ -438,8 +438,22 @@ def build_check_plan(
         suite_file=suite_file,
         checks=tuple(checks),
         flatten=flatten,
-        left_topic=spec.left.topic if joined else None,
+        left_topic=left_source(spec) if joined else None,
     )
+
+
+def left_source(spec: PipelineSpec) -> str:
+    """The ``src_topic`` of the output rows the last join stage's left records triggered: the left input's topic,
+    or for a chain the previous stage's results, ``<stage name>`` (as the reference engine and the job name them;
+    docs/SEMANTICS.md section 11)."""
+    return f"<{spec.stages[-2].name}>" if spec.chained else spec.left.topic
+
+
+def left_records(spec: PipelineSpec) -> str:
+    """The last join stage's left records in words (a check's description)."""
+    if spec.chained:
+        return f"stage {spec.stages[-2].name!r}'s results (the last stage's left side)"
+    return repr(spec.left.topic)
 
 
 def _with_severity(check: Check, severity: Severity) -> Check:
