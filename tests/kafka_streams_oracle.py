@@ -43,10 +43,12 @@ from streamjoin.core.codec import output_value
 from streamjoin.core.plans import PROJECT_HOME
 from streamjoin.core.records import Emitted, Record
 from streamjoin.core.reference import ReferenceEngine
-from streamjoin.core.semantics.common import hashable
+from streamjoin.core.semantics.common import Result, hashable
 from streamjoin.core.spec import Format, Kind, PipelineSpec, Shape
 
 Case = tuple[PipelineSpec, Sequence[Record], Mapping[str, Callable[..., Any]] | None]
+#: per stage, its results in order with their joined values (``ReferenceEngine.traced``)
+Traced = list[list[tuple[Result, Any]]]
 
 BUILD_SCRIPT = PROJECT_HOME / "scripts" / "build-ks-oracle.sh"
 CLASSES = PROJECT_HOME / ".local" / "ks-oracle" / "classes"
@@ -87,18 +89,23 @@ def without_dead_letters(spec: PipelineSpec, emitted: Sequence[Emitted]) -> list
     return [row for row in emitted if row.topic != spec.dead_letter_topic]
 
 
-def kafka_streams_runs(cases: Sequence[Case], *, optimize: bool = True) -> list[OracleRun]:
+def kafka_streams_runs(
+    cases: Sequence[Case], *, optimize: bool = True, traced: Sequence[Sequence[Traced]] | None = None
+) -> list[OracleRun]:
     """As :func:`kafka_streams_replay`, with each case's ``dropped-records-total``, and an exception Kafka
     Streams raised on a case returned as that case's ``error`` instead of raised.
 
     :param optimize: a stream-stream self-join is built with ``topology.optimization=all`` (KIP-862's one-store
         self-join, as Kafka Streams 3.4+ runs it); False: the plain join of a stream with itself.
+    :param traced: per case, more traces of its chain's stages (the reference replaying it by a documented
+        difference's rule, ``kafka_differences.traced``) whose values the runner's tables must hold too.
     """
+    more = traced if traced is not None else [()] * len(cases)
     adapters: list[_Adapter | _ChainAdapter] = [
-        _ChainAdapter(spec, records, functions, optimize)
+        _ChainAdapter(spec, records, functions, optimize, extra)
         if spec.chained or spec.join.left == spec.join.right
         else _Adapter(spec, records, functions)
-        for spec, records, functions in cases
+        for (spec, records, functions), extra in zip(cases, more, strict=True)
     ]
     results = _run_jvm([adapter.encode(index) for index, adapter in enumerate(adapters)])
     runs = []
@@ -303,18 +310,25 @@ class _ChainAdapter:
 
     The keys Java cannot derive (a foreign key, a global table's lookup key) and the aggregate's (group, amount)
     are tabled for the values the reference engine saw at each stage (it runs the case first, tracing its
-    stages): a value Kafka Streams reaches and the reference never did has no entry, and the runner fails the
-    case naming it, which is a difference the tests report.
+    stages), and those of the ``extra`` traces (the reference replaying the case by a documented difference's
+    rule: where the rule explains Kafka, Kafka reaches no other values): a value Kafka Streams reaches and none
+    of them did has no entry, and the runner fails the case naming it, which is a difference the tests report.
     """
 
     def __init__(
-        self, spec: PipelineSpec, records: Sequence[Record], functions: Mapping[str, Any] | None, optimize: bool
+        self,
+        spec: PipelineSpec,
+        records: Sequence[Record],
+        functions: Mapping[str, Any] | None,
+        optimize: bool,
+        extra: Sequence[Traced] = (),
     ) -> None:
         self.spec, self.records, self.optimize = spec, list(records), optimize
         self.engine = ReferenceEngine(spec, functions)
         traced = ReferenceEngine(spec, functions, trace=True)
         traced.replay(self.records)
-        self.traced = traced.traced
+        self.traced = [[*stage, *(row for more in extra for row in more[index])]
+                       for index, stage in enumerate(traced.traced)]  # fmt: skip
         self.result_format = spec.left.key.format
         #: per stage: hashable(joined value) -> the Kafka texts of the results that carried it
         self.texts: list[dict[Any, set[str]]] = []

@@ -1,14 +1,17 @@
 """The documented differences between the reference engine and Kafka Streams 4.1.1, each recognised by its
-rule on one generated case of the differential matrix (``tests/matrix_cases.py``).
+rule on one generated case: of the differential matrix (``tests/matrix_cases.py``, one join) or a chain of
+joins (``tests/chained_cases.py``, where each rule applies to every stage it concerns).
 
 :func:`classify` says whether Kafka Streams' output for a case equals the reference engine's, and if not,
 which documented differences explain it. A difference explains a case only by its rule: its trigger occurs
 in the case, and the reference's output, transformed as the rule says (the stream-stream clocks that a
 record Kafka drops still advances; Kafka's versioned-store state after a tombstone it loses; the
-reference's own held stream-stream results released on Kafka's schedule), equals Kafka's exactly.
+reference's own held stream-stream results released on Kafka's schedule; in a chain, a table-table stage's
+right records joined at the earlier table-table stage's value-getter timestamps), equals Kafka's exactly.
 Differences combine by applying their transformations in sequence; the smallest set that explains the case
 is named. Anything else is unexplained. The rules, their Kafka sources and the cases each explains are in
-``docs/SEMANTICS.md`` ("Differences from Kafka Streams").
+``docs/SEMANTICS.md`` ("Differences from Kafka Streams"). :func:`traced` gives the oracle's runner the
+values a chain reaches by those rules (its tables of derived keys and aggregate entries need them).
 """
 
 from __future__ import annotations
@@ -16,27 +19,30 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
 
-from kafka_streams_oracle import OracleRun, without_dead_letters
+from chained_cases import ChainCase
+from kafka_streams_oracle import OracleRun, Traced, without_dead_letters
 from matrix_cases import Case
-from streamjoin.core.codec import output_value
 from streamjoin.core.records import Emitted, Record
-from streamjoin.core.reference import ReferenceEngine
-from streamjoin.core.semantics import stream_stream
-from streamjoin.core.semantics.common import Result, Side, hashable, serialized_key_order
-from streamjoin.core.shapes import Kind, Shape
+from streamjoin.core.reference import ReferenceEngine, Stage
+from streamjoin.core.semantics import stream_stream, table_table
+from streamjoin.core.semantics.common import Result, Side, Step, hashable, serialized_key_order
+from streamjoin.core.shapes import Kind, Role, Shape
+from streamjoin.core.spec import PipelineSpec
 
 
 @dataclass(frozen=True)
 class Difference:
-    """A documented difference: its name (as ``docs/SEMANTICS.md`` lists it, in backquotes) and what it is."""
+    """A documented difference: its name (as ``docs/SEMANTICS.md`` lists it, in backquotes), what it is, and
+    whether only a chain of joins can show it (not a matrix case)."""
 
     name: str
     what: str
+    chains_only: bool = False
 
     def __str__(self) -> str:
         return self.name
@@ -62,14 +68,20 @@ NPE = Difference(
     "grace-null-key-npe",
     "stream-table left join with grace: a null-key stream record fails the task (NullPointerException)",
 )
-DIFFERENCES = (DROPPED_TIME, LOST_TOMBSTONE, HELD, NPE)
+GETTER_TS = Difference(
+    "chained-table-getter-ts",
+    "a table-table stage after a table-table stage: a right record finds the earlier stage's result through "
+    "that join's value getter, whose timestamp is recomputed from its sides' current values",
+    chains_only=True,
+)
+DIFFERENCES = (DROPPED_TIME, LOST_TOMBSTONE, HELD, NPE, GETTER_TS)
 
 
 @dataclass(frozen=True)
 class Verdict:
     """A case's outcome: equal, explained by ``explained_by`` (non-empty), or unexplained (``detail``)."""
 
-    case: Case
+    case: Any  # a matrix Case or a ChainCase
     equal: bool
     explained_by: tuple[Difference, ...] = ()
     detail: str = ""
@@ -77,6 +89,31 @@ class Verdict:
     @property
     def unexplained(self) -> bool:
         return not self.equal and not self.explained_by
+
+
+@dataclass(frozen=True)
+class Subject:
+    """A case as the rules read it: its spec (one join or a chain), the Python projections, the records (file
+    order, one task) and how a failing test shows it."""
+
+    spec: PipelineSpec
+    functions: Mapping[str, Callable[..., Any]]
+    records: tuple[Record, ...]
+    text: str
+
+    def engine(self, *, trace: bool = False) -> ReferenceEngine:
+        return ReferenceEngine(self.spec, functions=self.functions, trace=trace)
+
+
+def subject(case: Case | ChainCase) -> Subject:
+    """The rules' view of a matrix case or of a chain."""
+    if isinstance(case, ChainCase):
+        stages = " -> ".join(f"{join.shape.value} {join.kind.value}" for join in case.spec.stages)
+        lines = [f"{case.name}: {stages} ({len(case.records)} records, file order):"]
+        lines += [f"  {r.topic} {r.key}={json.dumps(r.value)}@{r.ts}" for r in case.records]
+        return Subject(case.spec, case.functions, case.records, "\n".join(lines))
+    spec, functions = case.spec()
+    return Subject(spec, functions, case.records, str(case))
 
 
 # --- showing outputs -----------------------------------------------------------------------------------
@@ -92,13 +129,12 @@ def show(topics: dict[str, list[str]]) -> str:
     return "\n".join(shown) or "  (nothing)"
 
 
-def describe(case: Case, run: OracleRun) -> str:
+def describe(case: Subject, run: OracleRun) -> str:
     """The case and both outputs (what a failing test prints)."""
-    spec, _ = case.spec()
-    reference = per_topic(without_dead_letters(spec, case.engine().replay(case.records)))
+    reference = per_topic(without_dead_letters(case.spec, case.engine().replay(case.records)))
     if run.error is not None:
-        return f"{case}\nKafka Streams failed:\n{run.error.strip()[:1500]}\nreference:\n{show(reference)}"
-    return f"{case}\nreference:\n{show(reference)}\nKafka Streams 4.1.1:\n{show(per_topic(run.emitted))}"
+        return f"{case.text}\nKafka Streams failed:\n{run.error.strip()[:1500]}\nreference:\n{show(reference)}"
+    return f"{case.text}\nreference:\n{show(reference)}\nKafka Streams 4.1.1:\n{show(per_topic(run.emitted))}"
 
 
 # --- Kafka's versioned store, as far as the rules need it ----------------------------------------------
@@ -196,17 +232,16 @@ class _StoreEvents:
     lost: dict[int, int | None]  # index of a lost tombstone -> the key's history end
 
 
-def _store_events(case: Case) -> _StoreEvents:
+def _store_events(case: Subject) -> _StoreEvents:
     """Kafka's versioned stores over the case's table records (those Kafka is given: a null-key table record
     is a dead letter here, and left out of Kafka's input)."""
-    if not case.versioned:
-        return _StoreEvents({})
-    spec, _ = case.spec()
     stores = {
         inp.topic: KafkaVersionedStore(inp.versioned.history_retention)
-        for inp in (spec.left, spec.right)
+        for inp in case.spec.inputs.values()
         if inp.versioned is not None
     }
+    if not stores:
+        return _StoreEvents({})
     lost: dict[int, int | None] = {}
     for index, record in enumerate(case.records):
         store = stores.get(record.topic)
@@ -219,61 +254,56 @@ def _store_events(case: Case) -> _StoreEvents:
 
 
 # --- the reference, record by record, with a rule's transformation ----------------------------------------
-@dataclass
-class _Row:
-    row: Emitted
-    step: int  # the index (in case.records) of the input record that emitted it
-    held: bool = False  # a held stream-stream result released by a flush
-
-
 def _forget_lost_tombstone(engine: ReferenceEngine, record: Record, history_end: int | None) -> None:
-    """Kafka's state after a lost tombstone, in the reference engine: the key's history ends at
-    ``history_end`` (None: the key has none), as if the tombstone and the value it replaced were not there."""
+    """Kafka's state after a lost tombstone, in the reference engine (every stage that reads the table): the
+    key's history ends at ``history_end`` (None: the key has none), as if the tombstone and the value it
+    replaced were not there."""
     hkey = hashable(record.key)
-    shape = engine.shape
-    if shape is Shape.STREAM_TABLE:
-        table = engine._tasks[record.partition].table
-        table.versions[hkey] = [v for v in table.versions.get(hkey, []) if v.ts != record.ts]
-        return
-    if shape is Shape.TABLE_TABLE_FK:
-        side = engine._fk.left_versions if record.topic == engine.spec.left.topic else engine._fk.right_versions
-    else:
-        state = engine._tasks[record.partition]
-        side = state.left if record.topic == engine.spec.left.topic else state.right
-    if history_end is None:
-        side.latest_ts.pop(hkey, None)
-    else:
-        side.latest_ts[hkey] = history_end
+    for stage in engine.stages:
+        for side, inp in ((Side.LEFT, stage.left_input), (Side.RIGHT, stage.right_input)):
+            if inp is None or inp.topic != record.topic:
+                continue
+            if stage.shape is Shape.STREAM_TABLE:
+                table = stage.tasks[record.partition].table
+                table.versions[hkey] = [v for v in table.versions.get(hkey, []) if v.ts != record.ts]
+                continue
+            if stage.shape is Shape.TABLE_TABLE_FK:
+                assert stage.fk is not None
+                versions = stage.fk.left_versions if side is Side.LEFT else stage.fk.right_versions
+            else:
+                state = stage.tasks[record.partition]
+                versions = state.left if side is Side.LEFT else state.right
+            if history_end is None:
+                versions.latest_ts.pop(hkey, None)
+            else:
+                versions.latest_ts[hkey] = history_end
 
 
-def _input_dead_letter(engine: ReferenceEngine, record: Record, out: Sequence[Emitted]) -> bool:
-    """Whether the reference dead-lettered ``record`` at the join's input (a null key or value: not processed)."""
-    return any(
-        row.topic == engine.spec.dead_letter_topic
-        and dict(row.headers).get("reason") in ("null-key", "null-value")
-        and dict(row.headers).get("source_topic") == record.topic
-        for row in out
+def _drops(stage: Stage, record: Record, side: Side, role: Role) -> bool:
+    """DROPPED_TIME's trigger: a stream-stream stage drops the record (the reference dead-letters it there): a
+    null value, or a null key on a side the stage does not keep."""
+    return stage.shape is Shape.STREAM_STREAM and (
+        record.value is None or (record.key is None and not stage.keeps(side, role))
     )
 
 
-def _advance_dropped(engine: ReferenceEngine, record: Record) -> None:
-    """DROPPED_TIME's transformation, after the reference dead-lettered a stream-stream ``record``: Kafka's
-    ``KStreamKStreamJoin.process`` advances the task's shared time tracker before it drops the record
+def _advance_dropped(stage: Stage, record: Record, side: Side) -> None:
+    """DROPPED_TIME's transformation, after a stream-stream ``stage`` dropped ``record``: Kafka's
+    ``KStreamKStreamJoin.process`` advances the join's shared time tracker before it drops the record
     (``skipRecord``), and ``KStreamJoinWindow`` puts every keyed record into its side's window store first
     (a null value stores nothing but moves the store's observed stream time, hence its retention)."""
     task = record.partition
-    previous = engine.stream_time.get(task)
-    engine.stream_time[task] = record.ts if previous is None else max(previous, record.ts)
+    previous = stage.stream_time.get(task)
+    stage.stream_time[task] = record.ts if previous is None else max(previous, record.ts)
     if record.key is None:
         return
-    state = engine._tasks.get(task)
+    state = stage.tasks.get(task)
     if state is None:
-        window = engine.spec.join.window
+        window = stage.join.window
         assert window is not None
-        state = engine._tasks[task] = stream_stream.StreamStreamState(
-            window.before, window.after, engine.spec.join.grace, engine.kind
+        state = stage.tasks[task] = stream_stream.StreamStreamState(
+            window.before, window.after, stage.join.grace, stage.kind
         )
-    side = Side.LEFT if record.topic == engine.spec.left.topic else Side.RIGHT
     state.side_time[side] = max(state.side_time.get(side, record.ts), record.ts)
     stream_stream.expire(state, side)
 
@@ -284,18 +314,14 @@ def _store_key(row: stream_stream.Stored) -> tuple[Any, ...]:
     return (row.ts, 0 if row.side is Side.RIGHT else 1, serialized_key_order(row.key), row.seq)
 
 
-def _due(engine: ReferenceEngine, record: Record) -> list[stream_stream.Stored]:
-    """The held results processing ``record`` must flush first by section 3's rule: when the record (keyed,
-    with a value) is at the task's new stream time, every pending record whose window closed before it
+def _due(state: stream_stream.StreamStreamState, record: Record, stream_time: int) -> list[stream_stream.Stored]:
+    """The held results a stream-stream step of ``record`` (keyed, with a value) must flush first by section 3's
+    rule: when the record is at the stage's stream time, every pending record whose window closed before it
     (``close < stream time``), in store order (:func:`_store_key`)."""
-    if engine.shape is not Shape.STREAM_STREAM or record.key is None or record.value is None:
+    if record.ts != stream_time:
         return []
-    state = engine._tasks.get(record.partition)
-    previous = engine.stream_time.get(record.partition)
-    now = record.ts if previous is None else max(previous, record.ts)
-    if state is None or record.ts != now:
-        return []
-    return sorted((row for row in state.pending.values() if state.close(row.side, row.ts) < now), key=_store_key)
+    due = (row for row in state.pending.values() if state.close(row.side, row.ts) < stream_time)
+    return sorted(due, key=_store_key)
 
 
 #: Java's ``Long.MAX_VALUE``: the time tracker's ``minTime`` when its outer-join store was found empty
@@ -311,12 +337,12 @@ def _java_long(value: int) -> int:
 class _KafkaHeld:
     """HELD's transformation: the reference's held records, released on Kafka's schedule. Kafka Streams
     4.1.1's ``KStreamKStreamJoin`` keeps them in its outer-join store (here: the reference's pending
-    records, which it puts and removes by the same rules) and scans the store in
+    records of each stream-stream stage, which it puts and removes by the same rules) and scans the store in
     ``emitNonJoinedOuterRecords`` (this class's :meth:`scan`, replacing ``stream_stream.flush_closed``) at
-    the records where the reference flushes (keyed, with a value, at the task's stream time)."""
+    the records where the reference flushes (keyed, with a value, at the stage's stream time)."""
 
-    #: ``TimeTracker.minTime`` per task (by its state's id): the min ts put in the store since the last scan,
-    #: or the ts of the last record that scan visited
+    #: ``TimeTracker.minTime`` per stage task (by its state's id): the min ts put in the store since the last
+    #: scan, or the ts of the last record that scan visited
     min_time: dict[int, int] = field(default_factory=dict)
     #: ``joinAfterMs`` of the processor at work: the window's after for a left record, before for a right one
     join_after: int = 0
@@ -347,11 +373,8 @@ class _KafkaHeld:
             del state.pending[row.seq]
         return [stream_stream.non_joined(row.side, row.key, row.value, row.ts) for row in due]
 
-    def after_step(self, engine: ReferenceEngine, record: Record) -> None:
-        """``updatedMinTime`` for each record the step put in the store (it became pending)."""
-        state = engine._tasks.get(record.partition)
-        if not isinstance(state, stream_stream.StreamStreamState):
-            return
+    def track(self, state: stream_stream.StreamStreamState) -> None:
+        """``updatedMinTime`` for each record a step put in the store (it became pending)."""
         task = id(state)
         for row in state.pending.values():
             if (task, row.seq) not in self.put:
@@ -359,69 +382,121 @@ class _KafkaHeld:
                 self.min_time[task] = min(self.min_time.get(task, LONG_MAX), row.ts)
 
 
+def _getter_ts(engine: ReferenceEngine, index: int, hkey: Any, partition: int) -> int | None:
+    """The timestamp Kafka's value getter of table-table stage ``index`` gives key ``hkey`` (None: no value):
+    ``KTableKTable{Inner,Left,Outer}JoinValueGetter.get`` joins its sides' current values at the max of their
+    timestamps (a left join without a right value: the left one's), an earlier table-table stage's result
+    (not materialized either) being its own getter's."""
+    state = engine.stages[index].tasks.get(partition)
+    if not isinstance(state, table_table.TableTableState):
+        return None
+    left_row, right_row = state.left.values.get(hkey), state.right.values.get(hkey)
+    left_ts = None if left_row is None else left_row[1]
+    if left_ts is not None and index > 0 and engine.stages[index - 1].shape is Shape.TABLE_TABLE:
+        left_ts = _getter_ts(engine, index - 1, hkey, partition)
+    right_ts = None if right_row is None else right_row[1]
+    present = [ts for ts in (left_ts, right_ts) if ts is not None]
+    kind = engine.stages[index].kind
+    if kind is Kind.INNER:
+        return max(present) if len(present) == 2 else None
+    if kind is Kind.LEFT:
+        return None if left_ts is None else max(present)
+    return max(present) if present else None
+
+
+def _stage_of(engine: ReferenceEngine, state: Any) -> int:
+    return next(stage.index for stage in engine.stages if any(task is state for task in stage.tasks.values()))
+
+
 @dataclass
 class _Replay:
-    rows: list[_Row]
-    #: every flush of held results was section 3's: exactly the due records, in store order
-    documented_flushes: bool
+    rows: list[Emitted] = field(default_factory=list)
+    #: every flush of held results was section 3's: exactly the due records, in store order, first
+    documented_flushes: bool = True
+    held: int = 0  # held results the reference released
+    dropped: int = 0  # records a stream-stream stage dropped (DROPPED_TIME's trigger)
+    traced: Traced = field(default_factory=list)  # with ``trace``: every stage's results
 
 
 def _reference_rows(
-    case: Case, lost: dict[int, int | None], *, dropped_time: bool = False, kafka_held: bool = False
+    case: Subject,
+    lost: dict[int, int | None],
+    *,
+    dropped_time: bool = False,
+    kafka_held: bool = False,
+    getter_ts: bool = False,
+    trace: bool = False,
 ) -> _Replay:
-    """The reference's outputs (without dead letters) record by record, with the chosen transformations:
-    ``lost`` tombstones forgotten, dropped records advancing the clocks (``dropped_time``), held results
-    on Kafka's schedule (``kafka_held``)."""
-    spec, functions = case.spec()
-    engine = ReferenceEngine(spec, functions=functions)
-    window = spec.join.window
+    """The reference's outputs (without dead letters) with the chosen transformations, applied at every
+    stage they concern: ``lost`` tombstones forgotten, records a stream-stream stage drops advancing its
+    clocks (``dropped_time``), held results on Kafka's schedule (``kafka_held``), a table-table stage after
+    a table-table stage joining its right records at the earlier stage's getter timestamps (``getter_ts``)."""
+    engine = case.engine(trace=trace)
+    replay = _Replay(traced=engine.traced)
     held = _KafkaHeld()
-    rows: list[_Row] = []
-    documented = True
+    original_step, original_feed, original_joined = stream_stream.step, engine._feed, table_table.joined
+
+    def joined(state: table_table.TableTableState, record: Record, side: Side, existed: bool) -> Step:
+        index = _stage_of(engine, state) if side is Side.RIGHT else 0
+        hkey = hashable(record.key)
+        row = state.left.values.get(hkey)
+        if index == 0 or engine.stages[index - 1].shape is not Shape.TABLE_TABLE or row is None:
+            return original_joined(state, record, side, existed)
+        looked_up = _getter_ts(engine, index - 1, hkey, record.partition)
+        state.left.values[hkey] = (row[0], row[1] if looked_up is None else looked_up)
+        try:
+            return original_joined(state, record, side, existed)
+        finally:
+            state.left.values[hkey] = row
+
+    def step(state: stream_stream.StreamStreamState, record: Record, stream_time: int, side: Side) -> Step:
+        if kafka_held:
+            held.join_after = state.after if side is Side.LEFT else state.before
+            result = original_step(state, record, stream_time, side)
+            held.track(state)
+            return result
+        due = _due(state, record, stream_time)
+        result = original_step(state, record, stream_time, side)
+        expected = [stream_stream.non_joined(row.side, row.key, row.value, row.ts) for row in due]
+        replay.documented_flushes &= result.results[: len(expected)] == expected
+        replay.held += len(expected)
+        return result
+
+    def feed(stage: Stage, record: Record, side: Side, role: Role) -> list[Emitted]:
+        out = original_feed(stage, record, side, role)
+        if _drops(stage, record, side, role):
+            replay.dropped += 1
+            if dropped_time:
+                _advance_dropped(stage, record, side)
+        return out
+
     with contextlib.ExitStack() as patches:
+        patches.enter_context(mock.patch.object(stream_stream, "step", step))
+        patches.enter_context(mock.patch.object(engine, "_feed", feed))
         if kafka_held:
             patches.enter_context(mock.patch.object(stream_stream, "flush_closed", held.scan))
+        if getter_ts:
+            patches.enter_context(mock.patch.object(table_table, "joined", joined))
         for index, record in enumerate(case.records):
-            due = [] if kafka_held else _due(engine, record)
-            if window is not None:
-                held.join_after = window.after if record.topic == spec.left.topic else window.before
-            out = engine.process(record)
-            joins = [row for row in out if row.topic == engine.output_topic]
-            expected = [Emitted(engine.output_topic, row.key, _output(engine, row), row.ts) for row in due]
-            documented = documented and joins[: len(expected)] == expected
-            flushed = len(expected)
-            for row in without_dead_letters(spec, out):
-                joined = row.topic == engine.output_topic
-                rows.append(_Row(row, index, held=joined and flushed > 0))
-                flushed -= joined  # the first join results are the held ones (each followed by its updates)
-            if kafka_held:
-                held.after_step(engine, record)
-            if dropped_time and engine.shape is Shape.STREAM_STREAM and _input_dead_letter(engine, record, out):
-                _advance_dropped(engine, record)
+            replay.rows.extend(without_dead_letters(case.spec, engine.process(record)))
             if index in lost:
                 _forget_lost_tombstone(engine, record, lost[index])
-    return _Replay(rows, documented)
-
-
-def _output(engine: ReferenceEngine, row: stream_stream.Stored) -> Any:
-    """A held record's non-joined result value, as the reference emits it (joiner, output format)."""
-    result = stream_stream.non_joined(row.side, row.key, row.value, row.ts)
-    return output_value(engine.joiner(result.key, result.left, result.right), engine.spec.output.value_format)
+    return replay
 
 
 # --- the verdict -----------------------------------------------------------------------------------------
-def _npe(case: Case, run: OracleRun) -> bool:
-    """NPE's rule: Kafka failed with ``NullPointerException: key cannot be null`` and the case is a left
-    stream-table join with grace (versioned table) with a null-key stream record (one Kafka is given:
+def _npe(case: Subject, run: OracleRun) -> bool:
+    """NPE's rule: Kafka failed with ``NullPointerException: key cannot be null`` and the (first) join is a
+    left stream-table join with grace (versioned table) with a null-key stream record (one Kafka is given:
     joined with null here, not a dead letter)."""
-    spec, _ = case.spec()
+    first, left = case.spec.stages[0], case.spec.left.topic
     return (
         run.error is not None
         and "NullPointerException: key cannot be null" in run.error
-        and case.cell.shape is Shape.STREAM_TABLE
-        and case.cell.kind is Kind.LEFT
-        and spec.join.grace > 0
-        and any(r.topic == spec.left.topic and r.key is None and r.value is not None for r in case.records)
+        and first.shape is Shape.STREAM_TABLE
+        and first.kind is Kind.LEFT
+        and first.grace > 0
+        and any(r.topic == left and r.key is None and r.value is not None for r in case.records)
     )
 
 
@@ -432,48 +507,67 @@ def _topics(rows: Sequence[Emitted]) -> dict[str, list[tuple[Any, Any, int]]]:
     return topics
 
 
-def _explains(case: Case, run: OracleRun, chosen: Sequence[Difference], events: _StoreEvents) -> bool:
+def _explains(case: Subject, run: OracleRun, chosen: Sequence[Difference], events: _StoreEvents) -> bool:
     lost = events.lost if LOST_TOMBSTONE in chosen else {}
-    dropped_time = DROPPED_TIME in chosen
-    replay = _reference_rows(case, lost, dropped_time=dropped_time)
+    dropped_time, getter_ts = DROPPED_TIME in chosen, GETTER_TS in chosen
+    replay = _reference_rows(case, lost, dropped_time=dropped_time, getter_ts=getter_ts)
     if HELD in chosen:
         # the reference's own held results must be section 3's (due, all of them, in store order): only
         # their schedule is Kafka's
-        if not replay.documented_flushes or not any(r.held for r in replay.rows):
+        if not replay.documented_flushes or not replay.held:
             return False
-        replay = _reference_rows(case, lost, dropped_time=dropped_time, kafka_held=True)
-    return _topics([r.row for r in replay.rows]) == _topics(run.emitted)
+        replay = _reference_rows(case, lost, dropped_time=dropped_time, kafka_held=True, getter_ts=getter_ts)
+    return _topics(replay.rows) == _topics(run.emitted)
 
 
-def _candidates(case: Case, events: _StoreEvents) -> list[Difference]:
-    """The differences whose trigger occurs in the case (or, for output rules, can: the shape has them)."""
+def _candidates(case: Subject, events: _StoreEvents) -> list[Difference]:
+    """The differences whose trigger occurs in the case (or, for output rules, can: a stage has them)."""
     found = []
-    if case.cell.shape is Shape.STREAM_STREAM:
-        engine = case.engine()
-        if any(_input_dead_letter(engine, record, engine.process(record)) for record in case.records):
-            found.append(DROPPED_TIME)
+    if _reference_rows(case, {}).dropped:
+        found.append(DROPPED_TIME)
     if events.lost:
         found.append(LOST_TOMBSTONE)
-    if case.cell.shape is Shape.STREAM_STREAM and case.cell.kind is not Kind.INNER:
+    if any(join.shape is Shape.STREAM_STREAM and join.kind is not Kind.INNER for join in case.spec.stages):
         found.append(HELD)
+    stages = case.spec.stages
+    if any(a.shape is b.shape is Shape.TABLE_TABLE for a, b in itertools.pairwise(stages)):
+        found.append(GETTER_TS)
     return found
 
 
-def classify(case: Case, run: OracleRun) -> Verdict:
-    """Equal, explained (by the smallest set of documented differences whose rules together give Kafka's
-    output), or unexplained."""
-    spec, _ = case.spec()
-    if run.error is not None:
-        if _npe(case, run):
-            return Verdict(case, False, (NPE,))
-        return Verdict(case, False, detail=describe(case, run))
-    reference = without_dead_letters(spec, case.engine().replay(case.records))
-    if _topics(reference) == _topics(run.emitted):
-        return Verdict(case, True)
-    events = _store_events(case)
+def _combinations(case: Subject, events: _StoreEvents) -> Iterator[tuple[Difference, ...]]:
+    """The sets of differences whose trigger occurs in the case, smallest first."""
     candidates = _candidates(case, events)
     for size in range(1, len(candidates) + 1):
-        for chosen in itertools.combinations(candidates, size):
-            if _explains(case, run, chosen, events):
-                return Verdict(case, False, tuple(chosen))
-    return Verdict(case, False, detail=describe(case, run))
+        yield from itertools.combinations(candidates, size)
+
+
+def traced(case: ChainCase) -> list[Traced]:
+    """The chain's stages as the reference replays them by each set of the rules whose trigger the case holds:
+    the values Kafka Streams reaches where those rules explain it, which the oracle's tables must hold
+    (``kafka_streams_runs(traced=...)``)."""
+    seen = subject(case)
+    events = _store_events(seen)
+    return [
+        _reference_rows(seen, events.lost if LOST_TOMBSTONE in chosen else {}, dropped_time=DROPPED_TIME in chosen,
+                        kafka_held=HELD in chosen, getter_ts=GETTER_TS in chosen, trace=True).traced
+        for chosen in _combinations(seen, events)
+    ]  # fmt: skip
+
+
+def classify(case: Case | ChainCase, run: OracleRun) -> Verdict:
+    """Equal, explained (by the smallest set of documented differences whose rules together give Kafka's
+    output), or unexplained."""
+    seen = subject(case)
+    if run.error is not None:
+        if _npe(seen, run):
+            return Verdict(case, False, (NPE,))
+        return Verdict(case, False, detail=describe(seen, run))
+    reference = without_dead_letters(seen.spec, seen.engine().replay(seen.records))
+    if _topics(reference) == _topics(run.emitted):
+        return Verdict(case, True)
+    events = _store_events(seen)
+    for chosen in _combinations(seen, events):
+        if _explains(seen, run, chosen, events):
+            return Verdict(case, False, chosen)
+    return Verdict(case, False, detail=describe(seen, run))

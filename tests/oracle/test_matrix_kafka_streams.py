@@ -74,12 +74,13 @@ def test_reference_equals_kafka_streams(cell: Cell, verdicts: dict[str, list[Ver
 
 
 def test_every_documented_difference_occurs(verdicts: dict[str, list[Verdict]]) -> None:
-    """Each difference is listed in docs/SEMANTICS.md by its name and explains at least one case."""
+    """Each difference is listed in docs/SEMANTICS.md by its name and explains at least one case (one only chains
+    show: in ``test_chained_joins.py``)."""
     section = SEMANTICS.read_text().split(HEADING, 1)[1].split("\n## ", 1)[0]
     undocumented = [d.name for d in DIFFERENCES if f"`{d.name}`" not in section]
     assert not undocumented, f"not listed under {HEADING!r} in {SEMANTICS}: {undocumented}"
     used = {d for cell_verdicts in verdicts.values() for v in cell_verdicts for d in v.explained_by}
-    stale = [d.name for d in DIFFERENCES if d not in used]
+    stale = [d.name for d in DIFFERENCES if d not in used and not d.chains_only]
     assert not stale, f"documented differences no generated case shows any more (remove or fix them): {stale}"
 
 
