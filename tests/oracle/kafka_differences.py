@@ -486,18 +486,24 @@ def _reference_rows(
 
 # --- the verdict -----------------------------------------------------------------------------------------
 def _npe(case: Subject, run: OracleRun) -> bool:
-    """NPE's rule: Kafka failed with ``NullPointerException: key cannot be null`` and the (first) join is a
-    left stream-table join with grace (versioned table) with a null-key stream record (one Kafka is given:
-    joined with null here, not a dead letter)."""
-    first, left = case.spec.stages[0], case.spec.left.topic
-    return (
-        run.error is not None
-        and "NullPointerException: key cannot be null" in run.error
-        and first.shape is Shape.STREAM_TABLE
-        and first.kind is Kind.LEFT
-        and first.grace > 0
-        and any(r.topic == left and r.key is None and r.value is not None for r in case.records)
-    )
+    """NPE's rule: Kafka failed with ``NullPointerException: key cannot be null`` and a left stream-table stage
+    with grace (versioned table) gets a null-key stream record with a value: an input record (joined with null
+    here, not a dead letter; Kafka is given it) or, in a chain, an earlier stage's result (KIP-962's)."""
+    if run.error is None or "NullPointerException: key cannot be null" not in run.error:
+        return False
+    engine = case.engine(trace=True)
+    engine.replay(case.records)
+    for stage in engine.stages:
+        if stage.shape is not Shape.STREAM_TABLE or stage.kind is not Kind.LEFT or stage.join.grace <= 0:
+            continue
+        if stage.left_input is not None:
+            topic = stage.left_input.topic
+            lefts = [(r.key, r.value) for r in case.records if r.topic == topic]
+        else:
+            lefts = [(result.key, value) for result, value in engine.traced[stage.index - 1]]
+        if any(key is None and value is not None for key, value in lefts):
+            return True
+    return False
 
 
 def _topics(rows: Sequence[Emitted]) -> dict[str, list[tuple[Any, Any, int]]]:
