@@ -309,7 +309,7 @@ def test_validate_and_provisioning_check_the_subjects(
         path.write_text(yaml.safe_dump(spec))
         paths.append(str(path))
     assert main(["validate", "--registry", *paths]) == 1
-    lines = capsys.readouterr().out.splitlines()
+    lines = _verdicts(capsys.readouterr().out)
     subject = f"{avro_run.spec.left.topic}-value"
     assert lines == [
         f"ok: {paths[0]}",
@@ -332,6 +332,11 @@ def test_validate_and_provisioning_check_the_subjects(
     report = ProvisionTopicsOperator(task_id="provision", spec_path=paths[3]).execute(context={})
     assert report["created"] == [] and report["registry_warnings"] == [lines[-3].split(": ", 2)[2]]
     assert ProvisionTopicsOperator(task_id="provision", spec_path=paths[0]).execute({})["registry_warnings"] == []
+
+
+def _verdicts(out: str) -> list[str]:
+    """``streamjoin validate``'s lines but the join stages it describes under a valid spec (indented)."""
+    return [line for line in out.splitlines() if not line.startswith("  ")]
 
 
 def _as_json(run: Run) -> list[dict[str, Any]]:
@@ -623,12 +628,26 @@ def test_validate_checks_a_protobuf_inputs_subject_and_message(
         paths.append(str(path))
     assert main(["validate", "--registry", *paths]) == 1
     subject = f"{protobuf_run.spec.left.topic}-value"
-    assert capsys.readouterr().out.splitlines() == [
+    assert _verdicts(capsys.readouterr().out) == [
         f"ok: {paths[0]}",
         *(f"error: {paths[1]}: inputs.clicks.value: version {v} of subject {subject!r}: it has no message "
           "'demo.Nope': its records would be dead letters; set record_name" for v in (1, 2)),
         "2 specs, 1 invalid",
     ]  # fmt: skip
+    # the job's lineage: each input's fields from its subject's latest schema (Protobuf: the message's)
+    assert _lineage_fields(paths[0]) == {
+        protobuf_run.spec.left.topic: [("value.clicks", "int64"), ("value.page", "string"),
+                                       ("value.referrer", "string")],
+        protobuf_run.spec.right.topic: [("value.region", "string")],
+    }  # fmt: skip
+
+
+def _lineage_fields(spec_path: str) -> dict[str, list[tuple[str, str]]]:
+    """The schema facet's fields of each input dataset the job's owner reports to OpenLineage."""
+    from streamjoin.airflow.operators.supervise import SuperviseStreamJoinOperator
+
+    lineage = SuperviseStreamJoinOperator(task_id="own_job", spec_path=spec_path).get_openlineage_facets_on_start()
+    return {d.name: [(f.name, f.type) for f in d.facets["schema"].fields] for d in lineage.inputs}
 
 
 #: the JSON Schema clicks: v1, then v2 (a property added) registered mid-stream; the job reads with v2's fields.
@@ -795,6 +814,11 @@ def test_validate_checks_a_json_schema_inputs_subject(
         path.write_text(yaml.safe_dump(spec))
         paths.append(str(path))
     assert main(["validate", "--registry", *paths]) == 1
-    out = capsys.readouterr().out.splitlines()
+    out = _verdicts(capsys.readouterr().out)
     assert out[0] == f"ok: {paths[0]}" and out[-1] == "2 specs, 1 invalid"
     assert out[1].startswith(f"error: {paths[1]}: inputs.clicks.value: subject 'demo.Nope': no versions at ")
+    assert _lineage_fields(paths[0]) == {
+        json_schema_run.spec.left.topic: [("value.clicks", "integer"), ("value.page", "string"),
+                                          ("value.referrer", "string")],
+        json_schema_run.spec.right.topic: [("value.region", "string")],
+    }  # fmt: skip

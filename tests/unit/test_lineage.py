@@ -91,3 +91,30 @@ def test_an_avro_input_s_fields_come_from_its_reader_schema() -> None:
         ("value.page", "null|string"),
     )
     assert record_fields(Serde(), latest) == (("key", "string"),)
+
+
+def test_json_schema_and_protobuf_inputs_fields_come_from_the_spec_or_the_registry() -> None:
+    from streamjoin.core.lineage import record_fields
+    from streamjoin.core.spec import Serde
+    from streamjoin.kafka import protobuf
+
+    inline = Serde.model_validate({"format": "json_schema", "schema": {"clicks": "long", "page": "string"}})
+    assert record_fields(Serde(), inline) == (("key", "string"), ("value.clicks", "long"), ("value.page", "string"))
+    latest = {"type": "object", "properties": {"clicks": {"type": "integer"}, "tags": {"type": "array", "items": {
+        "type": "string"}}, "page": {"type": ["string", "null"]}, "ref": {"$ref": "#/definitions/R"}}}  # fmt: skip
+    registered = Serde.model_validate({"format": "json_schema"})
+    assert record_fields(Serde(), registered, json.dumps(latest))[1:] == (
+        ("value.clicks", "integer"), ("value.tags", "array<string>"), ("value.page", "string|null"),
+        ("value.ref", "any"),
+    )  # fmt: skip
+    proto = (
+        'syntax = "proto3";\npackage demo;\nmessage Click {\n  int64 clicks = 1;\n  repeated string tags = 2;\n'
+        "  map<string, int64> counts = 3;\n  Page page = 4;\n}\nmessage Page {\n  string path = 1;\n}\n"
+    )
+    fds = protobuf.descriptor_set(proto, "lineage test")
+    click = tuple(protobuf.message_fields(fds, "demo.Click"))
+    assert click == (("clicks", "int64"), ("tags", "repeated string"), ("counts", "map<string,int64>"),
+                     ("page", "demo.Page"))  # fmt: skip
+    pb = Serde.model_validate({"format": "protobuf"})
+    assert record_fields(Serde(), pb, None, click)[1:] == tuple((f"value.{n}", t) for n, t in click)
+    assert record_fields(Serde(), pb) == (("key", "string"),) == record_fields(Serde(), registered)

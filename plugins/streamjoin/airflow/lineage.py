@@ -39,23 +39,48 @@ class SpecLineageMixin:
         spec = load_spec(resolve(self.spec_path))
         bootstrap = StreamJoinKafkaHook(self.kafka_conn_id).bootstrap_servers()
         day = self._lineage_day()
-        lineage = spec_lineage(spec, bootstrap, day=day, reader_schemas=_registry_readers(spec))
+        readers, messages = _registry_schemas(spec)
+        lineage = spec_lineage(spec, bootstrap, day=day, reader_schemas=readers, message_fields=messages)
         return operator_lineage(lineage, streaming=day is None)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         return self.get_openlineage_facets_on_start()
 
 
-def _registry_readers(spec: PipelineSpec) -> dict[str, str]:
-    """The registry's latest schema of each Avro input whose spec gives no reader schema, by topic: the fields
-    of its dataset. Best effort: lineage never fails a task, so a registry that does not answer is logged."""
+def _registry_schemas(spec: PipelineSpec) -> tuple[dict[str, str], dict[str, tuple[tuple[str, str], ...]]]:
+    """The fields of the datasets whose spec does not give them, by topic: the registry's latest schema of each
+    Avro input without a reader schema and JSON Schema input without ``schema``; the fields of each Protobuf
+    input's message (the one the job reads, in the latest schema, compiled by protoc). Best effort: lineage
+    never fails a task, so a registry that does not answer, or a schema that does not compile, is logged."""
     from streamjoin.kafka.schema_registry import input_schemas
 
-    readers = {}
+    readers, messages = {}, {}
     for spec_input in spec.inputs.values():
-        if spec_input.value.format is Format.AVRO and spec_input.value.reader_schema is None:
-            try:
-                readers[spec_input.topic] = input_schemas(spec_input).reader
-            except Exception as exc:  # the registry's errors, typed or not: the dataset goes without its fields
-                log.warning("lineage of %s: no schema fields for %s: %s", spec.name, spec_input.topic, exc)
-    return readers
+        serde = spec_input.value
+        wanted = (
+            (serde.format is Format.AVRO and serde.reader_schema is None)
+            or (serde.format is Format.JSON_SCHEMA and not serde.fields)
+            or serde.format is Format.PROTOBUF
+        )
+        if not wanted:
+            continue
+        try:
+            reader = input_schemas(spec_input).reader
+            if serde.format is Format.PROTOBUF:
+                messages[spec_input.topic] = _message_fields(
+                    reader, serde.full_record_name, serde.subject(spec_input.topic)
+                )
+            else:
+                readers[spec_input.topic] = reader
+        except Exception as exc:  # the registry's errors, typed or not: the dataset goes without its fields
+            log.warning("lineage of %s: no schema fields for %s: %s", spec.name, spec_input.topic, exc)
+    return readers, messages
+
+
+def _message_fields(proto: str, record_name: str | None, subject: str) -> tuple[tuple[str, str], ...]:
+    """The fields of message ``record_name`` (else the first) of the ``.proto`` text ``proto``."""
+    from streamjoin.kafka import protobuf
+
+    fds = protobuf.descriptor_set(proto, subject)
+    name = record_name or protobuf.main_message(fds)
+    return tuple(protobuf.message_fields(fds, name)) if name else ()

@@ -26,7 +26,7 @@ class DatasetRef:
     namespace: str
     name: str
     #: the record's fields as ``(name, type)``, where the spec or the registry knows them: ``key`` and ``value``
-    #: of a scalar format, ``value.<field>`` of a JSON or Avro record
+    #: of a scalar format, ``value.<field>`` of a JSON, Avro, Protobuf or JSON Schema record
     fields: tuple[tuple[str, str], ...] = ()
 
 
@@ -85,21 +85,48 @@ def _stage_facts(spec: PipelineSpec, index: int) -> dict[str, Any]:
     return facts
 
 
-def record_fields(key: Serde, value: Serde, reader_schema: str | None = None) -> tuple[tuple[str, str], ...]:
-    """An input record's fields, as the spec declares them: a scalar key or value as itself, a JSON value's
-    schema, an Avro value's reader schema (the spec's, else ``reader_schema``: the registry's latest) by field;
-    none for what neither gives (a Protobuf value, an Avro key: its bytes)."""
+def record_fields(
+    key: Serde,
+    value: Serde,
+    reader_schema: str | None = None,
+    message_fields: tuple[tuple[str, str], ...] = (),
+) -> tuple[tuple[str, str], ...]:
+    """An input record's fields, as the spec declares them: a scalar key or value as itself, a JSON or JSON
+    Schema value's ``schema``, an Avro value's reader schema (the spec's, else ``reader_schema``: the registry's
+    latest) by field, a JSON Schema value without ``schema`` by the properties of ``reader_schema`` (the
+    registry's latest JSON Schema), a Protobuf value by ``message_fields`` (its message's, which the caller
+    compiled); none for what neither gives (an Avro key: its bytes)."""
     fields: list[tuple[str, str]] = []
     for name, serde in (("key", key), ("value", value)):
         if serde.format in (Format.STRING, Format.LONG):
             fields.append((name, serde.format.value))
-        elif serde.format is Format.JSON and serde.fields:
+        elif serde.format in (Format.JSON, Format.JSON_SCHEMA) and serde.fields:
             fields += [(f"{name}.{field}", kind.value) for field, kind in serde.fields.items()]
-        elif serde.format is Format.AVRO and name == "value":
+        elif name != "value":
+            continue
+        elif serde.format is Format.AVRO:
             text = serde.reader_schema_text or reader_schema
             record = json.loads(text) if text else {}
             fields += [(f"value.{f['name']}", _avro_type(f["type"])) for f in record.get("fields", [])]
+        elif serde.format is Format.JSON_SCHEMA and reader_schema:
+            properties = json.loads(reader_schema).get("properties", {})
+            fields += [(f"value.{p}", _json_schema_type(schema)) for p, schema in properties.items()]
+        elif serde.format is Format.PROTOBUF:
+            fields += [(f"value.{field}", kind) for field, kind in message_fields]
     return tuple(fields)
+
+
+def _json_schema_type(schema: Any) -> str:
+    """A JSON Schema property's type as text: its ``type`` (several joined by ``|``), an array's items in
+    ``array<...>``; ``any`` when it names none (``$ref``, ``oneOf``, ...)."""
+    if not isinstance(schema, dict) or "type" not in schema:
+        return "any"
+    kind = schema["type"]
+    if isinstance(kind, list):
+        return "|".join(map(str, kind))
+    if kind == "array" and isinstance(schema.get("items"), dict):
+        return f"array<{_json_schema_type(schema['items'])}>"
+    return str(kind)
 
 
 def _avro_type(avro: Any) -> str:
@@ -118,16 +145,19 @@ def spec_lineage(
     day: date | None = None,
     home: Path = PROJECT_HOME,
     reader_schemas: Mapping[str, str] | None = None,
+    message_fields: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
 ) -> SpecLineage:
     """Lineage of the streaming job (``day`` None: its topics and file outputs) or of reprocessing ``day``
     (its input topics; the published day partitions, no topics).
 
-    :param reader_schemas: an Avro input's reader schema by topic, where the spec gives none (the registry's
-        latest, which the caller looked up)
+    :param reader_schemas: an Avro or JSON Schema input's schema by topic, where the spec gives none (the
+        registry's latest, which the caller looked up)
+    :param message_fields: a Protobuf input's fields by topic (:func:`record_fields`)
     """
     kafka = kafka_namespace(bootstrap)
-    readers = reader_schemas or {}
-    inputs = tuple(DatasetRef(kafka, inp.topic, record_fields(inp.key, inp.value, readers.get(inp.topic)))
+    readers, messages = reader_schemas or {}, message_fields or {}
+    inputs = tuple(DatasetRef(kafka, inp.topic, record_fields(inp.key, inp.value, readers.get(inp.topic),
+                                                              messages.get(inp.topic, ())))
                    for inp in spec.inputs.values())  # fmt: skip
     sinks: list[Sink] = [spec.output] + ([spec.aggregate.output] if spec.aggregate is not None else [])
     outputs: list[DatasetRef] = []

@@ -287,3 +287,27 @@ def decode_wire(data: bytes, schema: Any, record_name: str | None, subject: str)
     if value is None:
         raise ValueError(f"the bytes do not decode as Protobuf message {name!r}")
     return value
+
+
+def message_fields(fds: bytes, full_name: str) -> list[tuple[str, str]]:
+    """Message ``full_name``'s fields as ``(name, Protobuf type)``: a scalar's type name (``int64``), a message's or
+    enum's full name, ``repeated <type>``, ``map<key,value>`` (lineage's schema facet).
+
+    :raises KeyError: no such message in the schema
+    """
+    return [(f.name, _proto_type(f)) for f in _pool(fds).FindMessageTypeByName(full_name).fields]
+
+
+def _proto_type(field: Any) -> str:
+    from google.protobuf import descriptor_pb2
+
+    entry = field.message_type
+    if entry is not None and entry.GetOptions().map_entry:
+        return f"map<{_proto_type(entry.fields_by_name['key'])},{_proto_type(entry.fields_by_name['value'])}>"
+    if entry is not None:
+        single = entry.full_name
+    elif field.enum_type is not None:
+        single = field.enum_type.full_name
+    else:
+        single = descriptor_pb2.FieldDescriptorProto.Type.Name(field.type).removeprefix("TYPE_").lower()
+    return f"repeated {single}" if field.is_repeated else single
