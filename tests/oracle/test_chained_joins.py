@@ -2,7 +2,12 @@
 (``TopologyTestDriver``, the chained DSL topology built by ``java/ks-oracle/.../Chain.java``), record for record
 on each output topic, on Kafka's own multi-join tests and a two-table enrichment (``tests/chained_cases.py``).
 The self-join runs twice: with ``topology.optimization=all`` (KIP-862's one-store ``KStreamKStreamSelfJoin``, as
-Kafka's ``testSelfJoin``) and without (the plain join of a stream with itself); both must equal the reference."""
+Kafka's ``testSelfJoin``) and without (the plain join of a stream with itself); both must equal the reference.
+Generated chains (stream-stream stages of every kind, null keys and values) equal Kafka Streams or differ only as
+the documented differences explain them, case by case (``kafka_differences.classify``, as the matrix).
+
+Time: the two JVM runs (~530 cases) ~5 s on a loaded 2-core machine; the rules' replays (``traced``, ``classify``)
+~0.7 s."""
 
 from __future__ import annotations
 
