@@ -1,7 +1,7 @@
 """Kafka -> join -> Kafka throughput of the seed's clicks x regions pipeline and of a 10 s windowed
-stream-stream join, next to Kafka Streams 4.1.1 running the same workloads on the same input topics, and
-a copy baseline; every figure from a run whose output content was checked. Then end-to-end latency of the
-stream-table join at a fixed input rate.
+stream-stream join and a two-table enrichment (two chained joins), next to Kafka Streams 4.1.1 running the
+same workloads on the same input topics, and a copy baseline; every figure from a run whose output content was
+checked. Then end-to-end latency of the stream-table join at a fixed input rate.
 
     .venv/bin/python bench/bench_join.py --bootstrap 127.0.0.1:19092 --clicks 5000000 --users 100000 \
         --views 1000000 --max-per-trigger 1500000,100000
@@ -12,8 +12,10 @@ the number of view-click pairs of one user at most 10 s apart. After each run, o
 bench reads the run's output topics with Spark's Kafka batch source (a Spark session of its own) and checks:
 ``join``: as many enriched clicks as clicks, and their per-region sums equal the totals; ``join+sum``
 variants: that too, and the latest value per region on the aggregate topic equals the totals;
-``stream-stream``: as many results as pairs; ``baseline``: as many records as clicks, same sum. Our runs
-also must leave the dead-letter topic empty. A run whose content is wrong prints ``FAILED`` with expected
+``stream-stream``: as many results as pairs; ``baseline``: as many records as clicks, same sum; ``enrich2``
+variants: as many enriched clicks as clicks, their sums per region and category and the latest value per
+``<region>/<category>`` on the aggregate topic equal the totals ``produce_clicks.produce_enrich`` computed. Our
+runs also must leave the dead-letter topic empty. A run whose content is wrong prints ``FAILED`` with expected
 and got, reports no rate, and the bench exits 1 at the end. Every run writes to output topics of its own.
 
 Each streamjoin variant runs in a JVM of its own (a child process of this script, one pipeline per JVM,
@@ -38,9 +40,16 @@ regions ``{region: string}`` on topics of their own, written through the local s
 starts if it is not running (``streamjoin.localdev.schema_registry``) and gives the jobs as
 ``schema_registry_default``; an Avro output; Kafka Streams' ``join-avro`` workload reads and writes them with
 its own serde on Apache Avro, ``RegistryAvroSerde``, as Confluent's serde does; checked as ``join``, the output
-decoded by fastavro with each record's writer schema from the registry). Rates are input records per second
-over a backlog (streamjoin: ``run_stream`` with ``available_now``, batches of at most ``--max-per-trigger``
-offsets, no pause between batches).
+decoded by fastavro with each record's writer schema from the registry), ``enrich2`` (a chain of two joins,
+``joins:``: clicks with JSON values ``{product, clicks}`` on a topic of their own, the same users and times as
+the other clicks, left-join the regions table, then left-join a products table of ``--products`` categories read
+as a global table, looked up by the click's product (``key_selector: {expr: lval.product}``), summed per
+``<region>/<category>`` (``UNKNOWN``, ``OTHER`` for a click of a user or product the tables lack), one update per
+click / Kafka Streams' ``enrich2-sum-nocache``, ``clicks.leftJoin(regions, ...).leftJoin(productsGlobal,
+(user, c) -> c.product(), ...)`` then ``groupByKey().reduce`` without a record cache) and ``enrich2/batch``
+(per micro-batch / the record cache, ``enrich2-sum``); their input records count the products too. Rates are
+input records per second over a backlog (streamjoin: ``run_stream`` with ``available_now``, batches of at most
+``--max-per-trigger`` offsets, no pause between batches).
 ``--max-per-trigger`` takes a comma list: all variants run at the first size, ``--more-sizes-variants``
 (default ``join``) at the others.
 
@@ -77,7 +86,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from produce_clicks import REGIONS, UNKNOWN, Produced, _produce, _producer, produce, produce_views
+from produce_clicks import REGIONS, UNKNOWN, Produced, _produce, _producer, produce, produce_enrich, produce_views
 from streamjoin.core.spec import load_spec, parse_spec
 
 HOME = Path(__file__).resolve().parents[1]
@@ -94,7 +103,11 @@ KS_WORKLOAD = {
     "join+sum": "join-sum-nocache",
     "stream-stream": "stream-stream",
     "join/avro": "join-avro",
+    "enrich2": "enrich2-sum-nocache",
+    "enrich2/batch": "enrich2-sum",
 }
+#: variants of the two-table enrichment (clicks with a product field x regions x products, summed per both)
+ENRICH = {"enrich2", "enrich2/batch"}
 #: variants on the Avro input topics (values in Confluent's wire format, schemas in the registry)
 AVRO = {"join/avro"}
 CLICK_AVRO = {"type": "record", "name": "Click", "namespace": "bench", "fields": [{"name": "clicks", "type": "long"}]}
@@ -130,7 +143,8 @@ def slug(variant: str) -> str:
 
 def input_topics(suffix: str) -> dict[str, str]:
     return {"clicks": "user-clicks" + suffix, "regions": "user-regions" + suffix, "views": "user-views" + suffix,
-            "clicks_avro": "user-clicks-avro" + suffix, "regions_avro": "user-regions-avro" + suffix}  # fmt: skip
+            "clicks_avro": "user-clicks-avro" + suffix, "regions_avro": "user-regions-avro" + suffix,
+            "clicks_json": "user-clicks-json" + suffix, "products": "products" + suffix}  # fmt: skip
 
 
 def output_topics(variant: str, out_suffix: str) -> dict[str, str]:
@@ -139,6 +153,9 @@ def output_topics(variant: str, out_suffix: str) -> dict[str, str]:
         return {"copy": "raw-copy" + out_suffix}
     if variant == "stream-stream":
         return {"pairs": "views-with-clicks" + out_suffix, "dead": "clicks-per-region-dlq" + out_suffix}
+    if variant in ENRICH:
+        return {"enriched": "enriched-clicks2" + out_suffix, "aggregate": "clicks-per-region-category" + out_suffix,
+                "dead": "clicks-enriched2-dlq" + out_suffix}  # fmt: skip
     topics = {"enriched": "enriched-clicks" + out_suffix, "dead": "clicks-per-region-dlq" + out_suffix}
     if variant.startswith("join+sum"):
         topics["aggregate"] = "clicks-per-region" + out_suffix
@@ -212,6 +229,44 @@ def stream_stream_spec(suffix: str, out_suffix: str, partitions: int, max_per_tr
         },
         "bench",
     )
+
+
+def enrich_spec(suffix: str, out_suffix: str, variant: str, partitions: int, max_per_trigger: int) -> Any:
+    """The two-table enrichment: clicks (JSON, a product field) left-join the users' regions (a table), then the
+    products' categories (a global table, looked up by the click's product), summed per region and category."""
+    topics = input_topics(suffix)
+    return parse_spec(
+        {
+            "name": "clicks_enriched2" + out_suffix.replace("-", "_"),
+            "kafka": {"partitions": partitions},
+            "inputs": {
+                "clicks": {"topic": topics["clicks_json"], "role": "stream",
+                           "value": {"format": "json", "schema": {"product": "string", "clicks": "long"}}},
+                "regions": {"topic": topics["regions"], "role": "table"},
+                "products": {"topic": topics["products"], "role": "global_table"},
+            },
+            "joins": [
+                {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions",
+                 "joiner": {"select": {"product": "left.product", "clicks": "left.clicks",
+                                       "region": "coalesce(right, 'UNKNOWN')"}}},
+                {"shape": "stream-globaltable", "kind": "left", "right": "products",
+                 "key_selector": {"expr": "lval.product"},
+                 "joiner": {"select": {"region": "left.region", "category": "coalesce(right, 'OTHER')",
+                                       "clicks": "left.clicks"}}},
+            ],
+            "output": {"topic": output_topics(variant, out_suffix)["enriched"]},
+            "aggregate": {
+                "group_by": {"expr": "concat(value.region, '/', value.category)"},
+                "reduce": "sum",
+                "value": {"expr": "value.clicks"},
+                "emit": "per_batch" if variant.endswith("/batch") else "every_change",
+                "output": {"topic": output_topics(variant, out_suffix)["aggregate"], "value_format": "long"},
+            },
+            "dead_letter_topic": output_topics(variant, out_suffix)["dead"],
+            "trigger": {"max_offsets_per_trigger": max_per_trigger, "processing_time": 0},
+        },
+        "bench",
+    )  # fmt: skip
 
 
 # --- the child: streamjoin runs in a JVM of its own ------------------------------------------------------
@@ -361,6 +416,9 @@ def child_main(args: argparse.Namespace) -> int:
                 elif variant == "stream-stream":
                     spec = stream_stream_spec(args.suffix, out_suffix, args.partitions, args.max_per_trigger)
                     seconds, batches = run_job(spark, spec, args.bootstrap, checkpoint)
+                elif variant in ENRICH:
+                    spec = enrich_spec(args.suffix, out_suffix, variant, args.partitions, args.max_per_trigger)
+                    seconds, batches = run_job(spark, spec, args.bootstrap, checkpoint)
                 else:
                     spec = bench_spec(args.suffix, out_suffix, variant, args.max_per_trigger)
                     seconds, batches = run_job(spark, spec, args.bootstrap, checkpoint)
@@ -425,9 +483,11 @@ def kafka_streams_child(args: argparse.Namespace, suffix: str, variant: str, exp
     topics = input_topics(suffix)
     avro = variant in AVRO
     clicks, regions = topics["clicks_avro" if avro else "clicks"], topics["regions_avro" if avro else "regions"]
+    if variant in ENRICH:
+        clicks = topics["clicks_json"]
     command = ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-jar", str(KS_JAR),
                "--bootstrap", args.bootstrap, "--workload", workload, "--clicks", clicks,
-               "--regions", regions, "--views", topics["views"],
+               "--regions", regions, "--views", topics["views"], "--products", topics["products"],
                "--threads", str(args.ks_threads), "--commit-interval-ms", str(args.ks_commit_interval_ms),
                "--expect-count", str(pairs if variant == "stream-stream" else expected.clicks)]  # fmt: skip
     if args.ks_max_task_idle_ms is not None:
@@ -436,9 +496,9 @@ def kafka_streams_child(args: argparse.Namespace, suffix: str, variant: str, exp
         command += ["--guarantee", "exactly_once_v2"]
     if variant in AVRO:
         command += ["--registry", args.registry_url]
-    if workload == "join-sum":
+    if workload in ("join-sum", "enrich2-sum"):
         command += ["--expect-totals", ",".join(f"{k}={v}" for k, v in sorted(expected.totals.items()))]
-    if workload == "join-sum-nocache":
+    if workload in ("join-sum-nocache", "enrich2-sum-nocache"):
         command += ["--expect-agg-count", str(expected.clicks)]
     return Child(f"kafka-streams {workload}", command, KS_READY, KS_RESULT, "quit")
 
@@ -479,6 +539,20 @@ class Checker:
             .collect()
         )
         return sum(r["n"] for r in rows), {r["region"]: r["clicks"] for r in rows}
+
+    def enriched2(self, topic: str) -> tuple[int, dict[str | None, int]]:
+        """``(count, clicks summed per "<region>/<category>")`` of the two-table enrichment's output."""
+        from pyspark.sql import functions as F
+
+        value = F.from_json(F.col("value").cast("string"), "region STRING, category STRING, clicks LONG").alias("v")
+        rows = (
+            self.read(topic)
+            .select(value)
+            .groupBy(F.concat("v.region", F.lit("/"), "v.category").alias("group"))
+            .agg(F.count("*").alias("n"), F.sum("v.clicks").alias("clicks"))
+            .collect()
+        )
+        return sum(r["n"] for r in rows), {r["group"]: r["clicks"] for r in rows}
 
     def enriched_avro(self, topic: str) -> tuple[int, dict[str | None, int], int]:
         """``(count, per-region sums, records not in the wire format)`` of an Avro output: each value decoded
@@ -570,7 +644,9 @@ class Checker:
                 first = [(k, expected.last_clicks.get(k), latest.get(k)) for k in wrong[:3]]
                 problems.append(f"the join table: {len(wrong)} of {len(expected.last_clicks)} users differ: {first}")
         else:
-            if variant in AVRO:
+            if variant in ENRICH:
+                count, sums = self.enriched2(topics["enriched"])
+            elif variant in AVRO:
                 count, sums, bad = self.enriched_avro(topics["enriched"])
                 if bad:
                     problems.append(f"{bad} records on {topics['enriched']} are not Avro in the Confluent wire format")
@@ -579,12 +655,12 @@ class Checker:
             if count != expected.clicks:
                 problems.append(f"enriched clicks: expected {expected.clicks}, got {count}")
             if sums != expected.totals:
-                problems.append(f"per-region sums of the enriched clicks: expected {expected.totals}, got {sums}")
+                problems.append(f"sums per group of the enriched clicks: expected {expected.totals}, got {sums}")
             if "aggregate" in topics:
-                latest = self.latest_longs(topics["aggregate"])
-                if latest != expected.totals:
+                last_values = self.latest_longs(topics["aggregate"])
+                if last_values != expected.totals:
                     problems.append(
-                        f"latest per region on {topics['aggregate']}: expected {expected.totals}, got {latest}"
+                        f"latest per key on {topics['aggregate']}: expected {expected.totals}, got {last_values}"
                     )
         if "dead" in topics and (dead := self.count(topics["dead"])):
             problems.append(f"dead letters: expected 0, got {dead}")
@@ -709,6 +785,8 @@ def input_records(variant: str, args: argparse.Namespace) -> int:
         return int(args.clicks)
     if variant == "stream-stream":
         return int(args.clicks + args.views)
+    if variant in ENRICH:  # the products and their updates too
+        return int(args.clicks + args.users + args.products + args.products // 10)
     return int(args.clicks + args.users)
 
 
@@ -798,6 +876,7 @@ def main() -> int:
     parser.add_argument("--clicks", type=int, default=5_000_000)
     parser.add_argument("--users", type=int, default=100_000, help="users with a region: the table's size")
     parser.add_argument("--views", type=int, default=None, help="stream-stream: views (default: as many as clicks)")
+    parser.add_argument("--products", type=int, default=10_000, help="enrich2: products in the global table")
     parser.add_argument("--unknown-share", type=float, default=0.02, help="share of clicks from users without a region")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--master", default="local[2]",
@@ -869,6 +948,13 @@ def bench(args: argparse.Namespace, suffix: str, topics: dict[str, str], sizes: 
     if avro:
         make_topics(args.bootstrap, {topics["clicks_avro"]: False, topics["regions_avro"]: True}, args.partitions)
         produce_avro(args, topics, expected)
+    enrich = None
+    if ENRICH & {*variants, *more}:
+        make_topics(args.bootstrap, {topics["clicks_json"]: False, topics["products"]: True}, args.partitions)
+        enrich = produce_enrich(args.bootstrap, topics["clicks_json"], topics["products"], expected, args.users,
+                                args.clicks, args.products, unknown_share=args.unknown_share)  # fmt: skip
+        print(f"produced {args.products:,} products (+{args.products // 10:,} updates) and {args.clicks:,} JSON "
+              f"clicks in {enrich.seconds:.1f}s; expected per region/category {enrich.totals}", flush=True)  # fmt: skip
     checker = Checker(args.bootstrap, args.partitions, args.registry_url)
     failures: list[str] = []
     results: dict[str, dict[str, Any]] = {}
@@ -876,8 +962,9 @@ def bench(args: argparse.Namespace, suffix: str, topics: dict[str, str], sizes: 
         results[str(size)] = {}
         for variant in variants if index == 0 else more:
             print(f"--- {variant} at {size:,} offsets per batch", flush=True)
+            answer = enrich if variant in ENRICH and enrich is not None else expected
             try:
-                results[str(size)][variant] = bench_size(args, suffix, index, size, variant, expected, pairs,
+                results[str(size)][variant] = bench_size(args, suffix, index, size, variant, answer, pairs,
                                                          checker, failures)  # fmt: skip
             except Exception as error:  # a variant that cannot start fails alone
                 failures.append(f"{variant} at {size}: {error!r}")
@@ -932,6 +1019,7 @@ def bench(args: argparse.Namespace, suffix: str, topics: dict[str, str], sizes: 
             "kafka_streams_rates": pick("kafka_streams", -1) if args.kafka_streams else {},
             "kafka_streams_first_rates": pick("kafka_streams", 0) if args.kafka_streams else {},
             "content_checked": True, "failures": failures, "expected_totals": expected.totals, "pairs": pairs,
+            "products": args.products if enrich else 0, "enrich2_totals": enrich.totals if enrich else {},
             "jvm_per_variant": True, "sizes": results, "latency": latency}  # fmt: skip
     with open(args.results, "a") as out:
         out.write(json.dumps(record) + "\n")

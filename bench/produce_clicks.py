@@ -12,13 +12,16 @@ import random
 import struct
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
 
 REGIONS = ["europe", "americas", "asia", "africa", "oceania"]
 UNKNOWN = "UNKNOWN"
+#: the two-table enrichment's product categories; ``OTHER`` for a product the products table does not list
+CATEGORIES = ["books", "games", "music", "garden", "toys", "tools", "food", "sports"]
+OTHER = "OTHER"
 #: the stream-stream benchmark's join window: views and clicks of a user at most this far apart (inclusive)
 WINDOW_MS = 10_000
 
@@ -36,6 +39,8 @@ class Produced:
     #: per user with clicks, (region or ``UNKNOWN``, their last click's count) (only with ``keep_last``: the
     #: table-table join's final table, clicks read as a table)
     last_clicks: dict[str, tuple[str, int]] = field(default_factory=dict, repr=False)
+    #: each user's region, an index into :data:`REGIONS` (user ``user{i}`` at ``i``; set by :func:`produce`)
+    region_of: bytes = field(default=b"", repr=False)
 
 
 def produce(
@@ -94,7 +99,7 @@ def produce(
     totals = {name: total for name, total in zip([*REGIONS, UNKNOWN], sums, strict=True) if total}
     names = [*REGIONS, UNKNOWN]
     last_clicks = {key: (names[region], n) for key, (region, n) in last.items()}
-    return Produced(time.monotonic() - started, base, clicks, totals, times, last_clicks)
+    return Produced(time.monotonic() - started, base, clicks, totals, times, last_clicks, bytes(region_of))
 
 
 def produce_views(bootstrap: str, views_topic: str, users: int, views: int, produced: Produced, seed: int = 11) -> int:
@@ -112,6 +117,71 @@ def produce_views(bootstrap: str, views_topic: str, users: int, views: int, prod
         _produce(producer, views_topic, key.encode(), b"view", ts)
     producer.flush(120)
     return join_pairs(view_times, produced.click_times, WINDOW_MS)
+
+
+def enrichment(
+    produced: Produced,
+    users: int,
+    clicks: int,
+    products: int,
+    totals: dict[str, int],
+    seed: int = 13,
+    unknown_share: float = 0.02,
+    unlisted_share: float = 0.05,
+) -> Iterator[tuple[str, bytes, bytes, int]]:
+    """The two-table enrichment's records, ``(input, key, value, ts)``: first the products table (``p0 ..
+    p{products-1}``, each a category; the first tenth written twice, the second value the latest), then
+    ``clicks`` clicks as JSON ``{"product": "p..", "clicks": n}`` of the users of ``produced`` (whose regions
+    are on its regions topic), at the times of its clicks. A click comes from a user without a region with
+    probability ``unknown_share`` (``UNKNOWN``) and points at a product the table does not list with probability
+    ``unlisted_share`` (``OTHER``). Adds each click's ``n`` to ``totals["<region>/<category>"]`` as it yields it."""
+    rng = random.Random(seed)
+    category_of = [rng.randrange(len(CATEGORIES)) for _ in range(products)]
+    for i in range(products):
+        yield "products", f"p{i}".encode(), CATEGORIES[category_of[i]].encode(), produced.base + i % 1000
+    for i in range(products // 10):  # an update: the global table keeps the latest
+        category_of[i] = (category_of[i] + 1) % len(CATEGORIES)
+        yield "products", f"p{i}".encode(), CATEGORIES[category_of[i]].encode(), produced.base + 1000
+    unknown_users, unlisted = users // 50 + 1, products // 20 + 1
+    step = 3_600_000 / max(clicks, 1)
+    for i in range(clicks):
+        if rng.random() < unknown_share:
+            user, region = users + rng.randrange(unknown_users), UNKNOWN
+        else:
+            user = rng.randrange(users)
+            region = REGIONS[produced.region_of[user]]
+        if rng.random() < unlisted_share:
+            product, category = products + rng.randrange(unlisted), OTHER
+        else:
+            product = rng.randrange(products)
+            category = CATEGORIES[category_of[product]]
+        n = rng.randint(1, 20)
+        group = f"{region}/{category}"
+        totals[group] = totals.get(group, 0) + n
+        value = f'{{"product":"p{product}","clicks":{n}}}'.encode()
+        yield "clicks", f"user{user}".encode(), value, produced.base + 1000 + int(i * step)
+
+
+def produce_enrich(
+    bootstrap: str,
+    clicks_topic: str,
+    products_topic: str,
+    produced: Produced,
+    users: int,
+    clicks: int,
+    products: int,
+    unknown_share: float = 0.02,
+) -> Produced:
+    """Writes :func:`enrichment`'s records (products on ``products_topic``, clicks on ``clicks_topic``); the
+    answer: ``clicks`` enriched clicks, ``totals`` the clicks summed per ``<region>/<category>``."""
+    producer = _producer(bootstrap)
+    started = time.monotonic()
+    totals: dict[str, int] = {}
+    topics = {"products": products_topic, "clicks": clicks_topic}
+    for name, key, value, ts in enrichment(produced, users, clicks, products, totals, unknown_share=unknown_share):
+        _produce(producer, topics[name], key, value, ts)
+    producer.flush(120)
+    return Produced(time.monotonic() - started, produced.base, clicks, totals)
 
 
 def join_pairs(left: dict[str, list[int]], right: dict[str, list[int]], window_ms: int) -> int:

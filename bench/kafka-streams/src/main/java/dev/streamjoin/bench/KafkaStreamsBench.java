@@ -19,6 +19,8 @@ import java.util.Set;
 import java.util.UUID;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.avro.Schema;
 import org.apache.avro.generic.GenericData;
 import org.apache.avro.generic.GenericRecord;
@@ -30,6 +32,8 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.Deserializer;
+import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.serialization.LongDeserializer;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -39,6 +43,7 @@ import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.GlobalKTable;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.KStream;
@@ -53,7 +58,9 @@ import org.apache.kafka.streams.kstream.StreamJoined;
  *
  * <pre>
  * java -jar kafka-streams-bench.jar --bootstrap B --workload join|join-avro|join-sum|join-sum-nocache|stream-stream|copy
- *     --clicks T --regions T --views T --expect-count N [--expect-totals region=n,...] [--expect-agg-count N]
+ *                                                  |enrich2-sum|enrich2-sum-nocache
+ *     --clicks T --regions T --views T [--products T] --expect-count N [--expect-totals region=n,...]
+ *     [--expect-agg-count N]
  *     [--registry URL]
  *     [--threads 2] [--commit-interval-ms 1000] [--max-task-idle-ms MS] [--idle-seconds 60]
  * stdin:  run TAG OUTPUT_TOPIC [AGGREGATE_TOPIC]    (one line per run; "quit" or EOF ends)
@@ -67,10 +74,15 @@ import org.apache.kafka.streams.kstream.StreamJoined;
  * {@link RegistryAvroSerde}); {@code join-sum} (the join to the output, and
  * its clicks summed per region to the aggregate topic, default record cache); {@code join-sum-nocache} (the
  * same with {@code statestore.cache.max.bytes=0}: one aggregate update per click); {@code stream-stream} (views
- * join clicks, {@code JoinWindows.ofTimeDifferenceWithNoGrace(10 s)}, inner).
+ * join clicks, {@code JoinWindows.ofTimeDifferenceWithNoGrace(10 s)}, inner); {@code enrich2-sum} (a chain of two
+ * joins: clicks with JSON values {@code {"product": "p..", "clicks": n}} leftJoin regions (a KTable by user), then
+ * leftJoin products (a GlobalKTable of categories by product id, looked up by the click's product), value
+ * {@code {"region": region or "UNKNOWN", "category": category or "OTHER", "clicks": n}} to the output, the clicks
+ * summed per {@code region/category} to the aggregate topic, default record cache); {@code enrich2-sum-nocache}
+ * (the same with no record cache).
  *
- * <p>A run ends when the output topic's end offsets reach {@code --expect-count} (and, for join-sum, the latest
- * value of every region on the aggregate topic equals {@code --expect-totals}; for join-sum-nocache the
+ * <p>A run ends when the output topic's end offsets reach {@code --expect-count} (and, for join-sum and enrich2-sum,
+ * the latest value of every key on the aggregate topic equals {@code --expect-totals}; for the -nocache workloads the
  * aggregate topic's end offsets reach {@code --expect-agg-count}); its time is from {@code start()} to then. If
  * neither the outputs nor the records read grow for {@code --idle-seconds} first, the run ends with
  * {@code "done": false}.
@@ -117,6 +129,37 @@ public final class KafkaStreamsBench {
 
     private record Enriched(String region, Long clicks) {}
 
+    /** A click of the enrich2 workloads: its JSON value's fields. */
+    private record Click(String product, long clicks) {}
+
+    private record ClickWithRegion(String product, long clicks, String region) {}
+
+    private record Enriched2(String region, String category, long clicks) {}
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    /** Reads a click's JSON value {@code {"product": "p..", "clicks": n}} (read only: no serializer). */
+    static final Serde<Click> CLICK_JSON = Serdes.serdeFrom(
+            (topic, click) -> {
+                throw new UnsupportedOperationException("the bench only reads clicks");
+            },
+            (Deserializer<Click>) (topic, data) -> {
+                if (data == null) {
+                    return null;
+                }
+                try {
+                    JsonNode node = JSON.readTree(data);
+                    JsonNode product = node.get("product");
+                    return new Click(product == null || product.isNull() ? null : product.asText(), node.get("clicks").asLong());
+                } catch (IOException e) {
+                    throw new org.apache.kafka.common.errors.SerializationException("a click is not JSON: " + e.getMessage(), e);
+                }
+            });
+
+    static String enriched2(Enriched2 e) {
+        return "{\"region\":\"" + e.region() + "\",\"category\":\"" + e.category() + "\",\"clicks\":" + e.clicks() + "}";
+    }
+
     /** The join-avro workload's output record. */
     static final Schema ENRICHED_AVRO = new Schema.Parser().parse("""
             {"type": "record", "name": "EnrichedClick", "namespace": "bench", "fields": [
@@ -155,6 +198,23 @@ public final class KafkaStreamsBench {
                 joined.mapValues(e -> enriched(e.region(), e.clicks()))
                         .to(output, Produced.with(Serdes.String(), Serdes.String()));
                 joined.map((user, e) -> KeyValue.pair(e.region(), e.clicks()))
+                        .groupByKey(Grouped.with(Serdes.String(), Serdes.Long()))
+                        .reduce(Long::sum, Materialized.with(Serdes.String(), Serdes.Long()))
+                        .toStream()
+                        .to(aggregate, Produced.with(Serdes.String(), Serdes.Long()));
+            }
+            case "enrich2-sum", "enrich2-sum-nocache" -> {  // clicks join regions, then products by the click's product
+                KStream<String, Click> clicks = builder.stream(required("clicks"), Consumed.with(Serdes.String(), CLICK_JSON));
+                KTable<String, String> regions = builder.table(required("regions"), Consumed.with(Serdes.String(), Serdes.String()));
+                GlobalKTable<String, String> products =
+                        builder.globalTable(required("products"), Consumed.with(Serdes.String(), Serdes.String()));
+                KStream<String, Enriched2> joined = clicks
+                        .leftJoin(regions, (c, region) -> new ClickWithRegion(c.product(), c.clicks(), region == null ? "UNKNOWN" : region))
+                        .leftJoin(products, (user, c) -> c.product(),
+                                (c, category) -> new Enriched2(c.region(), category == null ? "OTHER" : category, c.clicks()));
+                joined.mapValues(KafkaStreamsBench::enriched2)
+                        .to(output, Produced.with(Serdes.String(), Serdes.String()));
+                joined.map((user, e) -> KeyValue.pair(e.region() + "/" + e.category(), e.clicks()))
                         .groupByKey(Grouped.with(Serdes.String(), Serdes.Long()))
                         .reduce(Long::sum, Materialized.with(Serdes.String(), Serdes.Long()))
                         .toStream()
@@ -203,7 +263,7 @@ public final class KafkaStreamsBench {
         // at_least_once commits every 30 s by default, and the record cache flushes the aggregate on commit:
         // at the end of a backlog the last totals would wait up to 30 s. The bench commits every second.
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Integer.parseInt(opts.getOrDefault("commit-interval-ms", "1000")));
-        if (workload.equals("join-sum-nocache") || workload.equals("table-table") || workload.equals("fk")) {
+        if (workload.endsWith("-nocache") || workload.equals("table-table") || workload.equals("fk")) {
             // every update, as ours
             props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0L);
         }
@@ -292,8 +352,8 @@ public final class KafkaStreamsBench {
     String run(String tag, String output, String aggregate) throws Exception {
         String appId = "ks-bench-" + workload + "-" + tag + "-" + UUID.randomUUID().toString().substring(0, 8);
         Path stateDir = Files.createTempDirectory("ks-bench-state-");
-        boolean totals = workload.equals("join-sum");
-        boolean aggCount = workload.equals("join-sum-nocache");
+        boolean totals = workload.equals("join-sum") || workload.equals("enrich2-sum");
+        boolean aggCount = workload.equals("join-sum-nocache") || workload.equals("enrich2-sum-nocache");
         KafkaConsumer<String, Long> reader = totals ? aggregateReader(aggregate) : null;
         Map<String, Long> latest = new HashMap<>();
         KafkaStreams streams = new KafkaStreams(topology(output, aggregate), streamsConfig(appId, stateDir));
