@@ -662,7 +662,7 @@ CLICK_JSON_V2 = {**CLICK_JSON_V1, "properties": {**CLICK_JSON_V1["properties"], 
 def json_schema_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFactory) -> ProtobufRun:
     """JSON Schema clicks in Confluent's wire format (magic byte, id, the JSON text, as Confluent's
     JSONSerializer writes them) at avro_run's clicks' keys and times, joined with avro_run's Avro regions table
-    into an Avro output; one record of an unknown id, one whose text is not JSON."""
+    into a JSON Schema output; one record of an unknown id, one whose text is not JSON."""
     from confluent_kafka.schema_registry import Schema
 
     from streamjoin.kafka import schema_registry
@@ -672,7 +672,7 @@ def json_schema_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFacto
     data = avro_run.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
     clicks = f"js-clicks{suffix}"
     data["inputs"]["clicks"] = {**data["inputs"]["clicks"], "topic": clicks, "value": {"format": "json_schema"}}
-    data["output"]["topic"] = f"js-enriched{suffix}"
+    data["output"].update(topic=f"js-enriched{suffix}", value_format="json_schema")
     data["aggregate"]["output"]["topic"] = f"js-per-region{suffix}"
     data["dead_letter_topic"] = f"js-dlq{suffix}"
     spec = parse_spec(data, "json_schema test")
@@ -717,8 +717,11 @@ def json_schema_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFacto
 def test_json_schema_clicks_joined_with_an_avro_table_match_the_reference_per_key(
     avro_run: Run, json_schema_run: ProtobufRun
 ) -> None:
-    """Both JSON Schema versions' clicks decode into the latest's fields (absent ones null); per key the Avro
-    output and the totals are the reference engine's over the decoded records."""
+    """Both JSON Schema versions' clicks decode into the latest's fields (absent ones null); per key the JSON
+    Schema output (its schema derived from the select, registered under the output's subject: the header's id)
+    and the totals are the reference engine's over the decoded records."""
+    from streamjoin.kafka.schema_registry import registry_config, subject_ids
+
     run, spec = json_schema_run, json_schema_run.spec
     assert spec.output.topic is not None and spec.aggregate is not None and spec.aggregate.output.topic is not None
     records = []
@@ -734,9 +737,18 @@ def test_json_schema_clicks_joined_with_an_avro_table_match_the_reference_per_ke
         if e.topic != spec.dead_letter_topic
     ]
     got: list[tuple[str, Any, Any, int]] = []
+    (output_id,) = subject_ids(registry_config("schema_registry_default"), f"{spec.output.topic}-value")
+    nullable = {"type": ["string", "null"]}
+    assert json.loads(avro_run.writer(output_id)) == {
+        "$schema": "http://json-schema.org/draft-07/schema#", "title": spec.output.record_name, "type": "object",
+        "properties": {"region": {"type": "string"},  # coalesce(right.region, 'UNKNOWN') is never null
+                       "clicks": {"type": ["integer", "null"]}, "page": nullable},
+        "additionalProperties": False,
+    }  # fmt: skip
     for record in consume_all(avro_run.bootstrap, spec.output.topic, timeout=30):
         ts = int(dict(record.headers)["ts"]) - avro_run.base
-        got.append((spec.output.topic, record.key.hex().upper(), decode_wire(record.value, avro_run.writer), ts))
+        assert record.value[:5] == wire_header(output_id)
+        got.append((spec.output.topic, record.key.hex().upper(), json.loads(record.value[5:]), ts))
     for record in consume_all(avro_run.bootstrap, spec.aggregate.output.topic, timeout=30):
         got.append((spec.aggregate.output.topic, record.key.decode(), decode(record.value, Format.LONG),
                     int(dict(record.headers)["ts"]) - avro_run.base))  # fmt: skip

@@ -242,10 +242,20 @@ def test_json_schema_values_are_input_values_with_registry_settings() -> None:
         parse_spec(_spec({"format": "json", "schema": {"clicks": "long"}, "registry": "r"}))
     data = _spec({"format": "json_schema"}, {"topic": "enriched", "value_format": "json_schema"})
     data["inputs"]["clicks"]["key"] = {"format": "json_schema"}
+    data["aggregate"] = {"group_by": {"expr": "value.region"}, "reduce": "count",
+                         "output": {"topic": "per-region", "value_format": "json_schema"}}  # fmt: skip
+    # the join's output may be json_schema (its schema derived from the select); keys and the aggregate's not
     assert {(p.path, p.value) for p in spec_problems(data) if "JSON Schema is read on input values" in str(p)} == {
-        ("output.value_format", "json_schema"),
+        ("aggregate.output.value_format", "json_schema"),
         ("inputs.clicks.key.format", "json_schema"),
     }
+    scalar = _spec({"format": "json_schema"}, {"topic": "enriched", "value_format": "json_schema"},
+                   joiner={"select": "left.clicks"})  # fmt: skip
+    (problem,) = spec_problems(scalar)
+    assert (problem.path, problem.value) == ("output.value_format", "json_schema")
+    assert "JSON Schema output's schema is derived from a joiner that builds a struct" in str(problem)
+    with pytest.raises(SpecError, match="value_format 'json_schema' needs a 'topic'"):
+        parse_spec(_spec({"format": "json_schema"}, {"value_format": "json_schema", "files": {"path": "out"}}))
 
 
 def test_a_json_schema_maps_to_spark_types_and_names_what_it_cannot_map() -> None:
@@ -275,3 +285,33 @@ def test_a_json_schema_maps_to_spark_types_and_names_what_it_cannot_map() -> Non
         with pytest.raises(SpecError) as caught:
             json_schema_spark_type(bad, "clicks-value")
         assert "subject 'clicks-value', property 'where.x" in caught.value.path and construct in str(caught.value)
+
+
+def test_an_outputs_spark_type_becomes_a_closed_json_schema_a_json_schema_input_reads_back() -> None:
+    from streamjoin.spark.serde import json_schema
+
+    value = T.StructType([
+        T.StructField("region", T.StringType(), False),
+        T.StructField("clicks", T.LongType()),
+        T.StructField("where", T.StructType([T.StructField("lat", T.DoubleType())])),
+        T.StructField("tags", T.ArrayType(T.StringType(), False)),
+    ])  # fmt: skip
+    schema = json_schema(value, "streamjoin.enriched")
+    assert schema == {
+        "$schema": "http://json-schema.org/draft-07/schema#", "title": "streamjoin.enriched", "type": "object",
+        "properties": {
+            "region": {"type": "string"}, "clicks": {"type": ["integer", "null"]},
+            "where": {"type": ["object", "null"], "properties": {"lat": {"type": ["number", "null"]}},
+                      "additionalProperties": False},
+            "tags": {"type": ["array", "null"], "items": {"type": "string"}},
+        },
+        "additionalProperties": False,
+    }  # fmt: skip
+    # a pipeline reading the output topic as json_schema gets the same fields (every one nullable there)
+    read = [*value.fields[:3], T.StructField("tags", T.ArrayType(T.StringType()))]
+    assert json_schema_spark_type(schema, "enriched-value") == T.StructType([T.StructField(f.name, f.dataType)
+                                                                             for f in read])  # fmt: skip
+    binary = {"type": ["string", "null"], "contentEncoding": "base64"}
+    assert json_schema(T.MapType(T.StringType(), T.BinaryType())) == {"type": "object", "additionalProperties": binary}
+    with pytest.raises(ValueError, match="Spark type map<bigint,string> has no JSON Schema"):
+        json_schema(T.MapType(T.LongType(), T.StringType()))

@@ -16,8 +16,9 @@ def encode(value: Any, fmt: Format) -> bytes | None:
     if fmt is Format.AVRO:
         raise ValueError("an Avro value is encoded with its registered schema: streamjoin.core.avro.encode_wire")
     if fmt is Format.PROTOBUF:
-        raise ValueError("a Protobuf value is encoded with its registered schema's message: "
-                         "streamjoin.kafka.protobuf.encode_wire")
+        raise ValueError(
+            "a Protobuf value is encoded with its registered schema's message: streamjoin.kafka.protobuf.encode_wire"
+        )
     if fmt is Format.LONG:
         return struct.pack(">q", int(value))  # Java LongSerializer: 8 bytes, big-endian, signed
     if fmt is Format.JSON:
@@ -34,7 +35,7 @@ def output_value(value: Any, fmt: Format, what: str = "the joiner") -> Any:
 
     :raises ValueError: a value the format cannot hold (a mapping or list, or a non-integer for ``long``)
     """
-    if value is None or fmt in (Format.JSON, Format.AVRO):  # Avro: a record, as the joiner's struct is
+    if value is None or fmt in (Format.JSON, Format.AVRO, Format.JSON_SCHEMA):  # a record, as the joiner's struct
         return value
     if isinstance(value, dict | list | tuple):
         raise ValueError(

@@ -306,7 +306,7 @@ class Join(_Model):
     foreign_key: Projection | None = None
     #: a stage of ``joins:``: its name (default ``stage<N>``, N from 1), which the next stage's ``left`` names
     name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")] | None = None
-    #: an earlier stage of ``joins:`` may also write its result to a topic (spec only for now: no engine writes it)
+    #: an earlier stage of ``joins:`` may also write its result (the last stage's is the spec's ``output``)
     output: Sink | None = None
 
 
@@ -337,20 +337,22 @@ class Sink(_Model):
     #: set on the pipeline's ``output``: it covers every topic the pipeline writes (the aggregate's, the dead
     #: letters' too)
     delivery: Delivery = Delivery.AT_LEAST_ONCE
-    #: ``value_format: avro``: the schema registry's Airflow connection id (default ``schema_registry_default``),
-    #: the subject's naming and the compatibility level the job sets on it before registering the value's schema
+    #: ``value_format: avro`` or ``json_schema``: the schema registry's Airflow connection id (default
+    #: ``schema_registry_default``), the subject's naming and the compatibility level the job sets on it before
+    #: registering the value's schema
     registry: str | None = None
     subject_name_strategy: SubjectNameStrategy = SubjectNameStrategy.TOPIC_NAME
     compatibility: Compatibility = Compatibility.BACKWARD
 
     @model_validator(mode="after")
     def _registry_only_for_avro(self) -> Sink:
-        if self.value_format is not Format.AVRO:
+        if self.value_format not in (Format.AVRO, Format.JSON_SCHEMA):
             if self.registry is not None or self.subject_name_strategy is not SubjectNameStrategy.TOPIC_NAME:
-                raise ValueError(f"'registry' and 'subject_name_strategy' are only for value_format 'avro', not "
-                                 f"{self.value_format.value!r}")  # fmt: skip
+                raise ValueError(f"'registry' and 'subject_name_strategy' are only for value_format 'avro' or "
+                                 f"'json_schema', not {self.value_format.value!r}")  # fmt: skip
         elif self.topic is None:
-            raise ValueError("value_format 'avro' needs a 'topic' (its subject is named after it)")
+            raise ValueError(f"value_format {self.value_format.value!r} needs a 'topic' (its subject is named after "
+                             "it)")  # fmt: skip
         return self
 
     @property
@@ -360,15 +362,15 @@ class Sink(_Model):
 
     @property
     def record_name(self) -> str:
-        """The full name of the value's Avro record: ``streamjoin.<topic>`` (characters Avro names cannot
-        hold become ``_``)."""
+        """The full name of the value's Avro record (a JSON Schema's title): ``streamjoin.<topic>`` (characters
+        Avro names cannot hold become ``_``)."""
         assert self.topic is not None
         name = re.sub(r"[^A-Za-z0-9_]", "_", self.topic)
         return f"streamjoin.{'_' + name if name[0].isdigit() else name}"
 
     @property
     def subject(self) -> str:
-        """The registry subject of the values (an Avro output's)."""
+        """The registry subject of the values (an Avro or JSON Schema output's)."""
         assert self.topic is not None
         return subject_name(self.subject_name_strategy, self.topic, False, self.record_name)
 
@@ -539,19 +541,21 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
         if fatal:  # its sides are unusable: the rules after it would only repeat that
             return problems
     problems += _repartition_problems(spec)
-    if spec.output.value_format not in (Format.JSON, Format.AVRO) and join.joiner.builds_struct:
+    registered = (Format.AVRO, Format.JSON_SCHEMA)
+    if spec.output.value_format not in (Format.JSON, *registered) and join.joiner.builds_struct:
         problems.append(
             (
                 "output.value_format",
                 spec.output.value_format.value,
-                "'json' or 'avro': the joiner builds a struct; a select of one expression or a function joiner "
-                "returning a scalar can be written as 'string' or 'long'",
+                "'json', 'avro' or 'json_schema': the joiner builds a struct; a select of one expression or a "
+                "function joiner returning a scalar can be written as 'string' or 'long'",
             )
         )
-    if spec.output.value_format is Format.AVRO and not join.joiner.builds_struct:
+    if spec.output.value_format in registered and not join.joiner.builds_struct:
+        what = "Avro output's record" if spec.output.value_format is Format.AVRO else "JSON Schema output's schema"
         problems.append(
-            ("output.value_format", "avro",
-             "'json', 'string' or 'long': an Avro output's record is derived from a joiner that builds a struct "
+            ("output.value_format", spec.output.value_format.value,
+             f"'json', 'string' or 'long': an {what} is derived from a joiner that builds a struct "
              "(the default {left, right} or a select of fields), not from one expression or a function"),
         )  # fmt: skip
     if spec.aggregate is not None and spec.aggregate.output.value_format is Format.AVRO:
@@ -564,11 +568,13 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
         + ([("aggregate.output.value_format", spec.aggregate.output.value_format)] if spec.aggregate else [])
         + [(f"inputs.{name}.key.format", inp.key.format) for name, inp in inputs.items()]
     ):
+        if fmt is Format.JSON_SCHEMA and path == "output.value_format":
+            continue  # the join's output: a JSON Schema derived from the select, as an Avro output's record
         if fmt in (Format.PROTOBUF, Format.JSON_SCHEMA):
             problems.append(
                 (path, fmt.value, f"another format: {'Protobuf' if fmt is Format.PROTOBUF else 'JSON Schema'} is "
-                 "read on input values only (outputs: 'avro' or "
-                 "'json'; keys: 'avro', 'string' or 'long')"),
+                 "read on input values only (the join's output: 'avro', 'json_schema' or 'json'; the aggregate's: "
+                 "'long', 'string' or 'json'; keys: 'avro', 'string' or 'long')"),
             )  # fmt: skip
     for name, inp in inputs.items():
         if inp.key.format is Format.AVRO and inp.key.reader_schema is not None:

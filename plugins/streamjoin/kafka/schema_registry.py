@@ -226,9 +226,10 @@ def batch_schemas(spec: PipelineSpec) -> dict[str, AvroSchemas]:
 
 
 @cache
-def register_output(sink: Sink, schema: str) -> int:
-    """Register an Avro output's value schema under its subject (its compatibility level set first); the
-    schema's id. Registering a schema the subject has returns its id. Once per process and schema.
+def register_output(sink: Sink, schema: str, schema_type: str = "AVRO") -> int:
+    """Register an output's value schema (``schema_type``: ``AVRO`` or ``JSON``) under its subject (its
+    compatibility level set first); the schema's id. Registering a schema the subject has returns its id. Once
+    per process and schema.
 
     :raises SchemaRegistrationError: the registry refuses it (terminal: names subject, latest version and
         the registry's message)
@@ -245,7 +246,7 @@ def register_output(sink: Sink, schema: str) -> int:
         if not new:
             _call(config, f"compatibility of {subject!r}", registry.set_compatibility, subject, level)
         schema_id = int(_call(config, f"register under {subject!r}", registry.register_schema, subject,
-                              Schema(schema, "AVRO")))  # fmt: skip
+                              Schema(schema, schema_type)))  # fmt: skip
         if new:
             _call(config, f"compatibility of {subject!r}", registry.set_compatibility, subject, level)
         return schema_id

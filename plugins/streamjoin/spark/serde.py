@@ -230,7 +230,7 @@ def reader_type(avro: AvroSchemas) -> T.DataType:
 
 @dataclass(frozen=True)
 class AvroOutput:
-    """An Avro output's registered value schema and its id (the 5-byte header before each value)."""
+    """An Avro or JSON Schema output's registered value schema and its id (the 5-byte header before each value)."""
 
     schema_id: int
     schema: str
@@ -252,8 +252,72 @@ def avro_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
     return AvroOutput(register_output(sink, schema), schema)
 
 
+def json_schema_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
+    """The JSON Schema of the values ``sink`` gets (:func:`json_schema` of their Spark type, titled after the
+    topic), registered under the sink's subject (once per process and schema).
+
+    :raises SchemaRegistrationError: the registry refuses it (terminal)
+    """
+    from streamjoin.kafka.schema_registry import register_output
+
+    try:
+        schema = json.dumps(json_schema(value_type, sink.record_name), separators=(",", ":"))
+    except ValueError as exc:
+        raise SpecError("<spec>", "join.joiner.select", value_type.simpleString(),
+                        f"a value JSON Schema can describe for output {sink.topic!r} ({exc})") from None  # fmt: skip
+    return AvroOutput(register_output(sink, schema, "JSON"), schema)
+
+
+def json_schema(data_type: T.DataType, title: str | None = None, nullable: bool = False) -> dict[str, Any]:
+    """The JSON Schema (draft-07) of the JSON text ``to_json`` writes for a Spark type: a struct is an object of
+    its fields (closed: ``additionalProperties`` false, so that a field added later stays BACKWARD compatible; none
+    required), a nullable one also admits null; a string-keyed map an object of its values, an array its items.
+    ``title`` names the outermost object (a json_schema input reads such a schema back into the same fields).
+
+    :raises ValueError: a type with no JSON Schema here (a map whose keys are not strings, an interval)
+    """
+    schema: dict[str, Any]
+    if isinstance(data_type, T.StructType):
+        properties = {f.name: json_schema(f.dataType, None, f.nullable) for f in data_type.fields}
+        schema = {"type": "object", "properties": properties, "additionalProperties": False}
+    elif isinstance(data_type, T.ArrayType):
+        schema = {"type": "array", "items": json_schema(data_type.elementType, None, data_type.containsNull)}
+    elif isinstance(data_type, T.MapType) and isinstance(data_type.keyType, T.StringType):
+        schema = {"type": "object", "additionalProperties": json_schema(data_type.valueType, None,
+                                                                         data_type.valueContainsNull)}  # fmt: skip
+    elif isinstance(data_type, T.IntegralType):
+        schema = {"type": "integer"}
+    elif isinstance(data_type, T.FractionalType):
+        schema = {"type": "number"}
+    elif isinstance(data_type, T.BooleanType):
+        schema = {"type": "boolean"}
+    elif isinstance(data_type, T.StringType):
+        schema = {"type": "string"}
+    elif isinstance(data_type, T.BinaryType):
+        schema = {"type": "string", "contentEncoding": "base64"}
+    elif isinstance(data_type, T.DateType):
+        schema = {"type": "string", "format": "date"}
+    elif isinstance(data_type, T.TimestampType | T.TimestampNTZType):
+        schema = {"type": "string", "format": "date-time"}
+    elif isinstance(data_type, T.NullType):
+        return {"type": "null"}
+    else:
+        raise ValueError(f"Spark type {data_type.simpleString()} has no JSON Schema here")
+    if nullable:
+        schema["type"] = [schema["type"], "null"]
+    if title is not None:
+        schema = {"$schema": "http://json-schema.org/draft-07/schema#", "title": title, **schema}
+    return schema
+
+
 def encode(value: Column, fmt: Format, avro: AvroOutput | None = None) -> Column:
-    """Bytes for a result value; null stays null (a tombstone). ``avro``: an Avro output's schema."""
+    """Bytes for a result value; null stays null (a tombstone). ``avro``: an Avro or JSON Schema output's
+    registered schema (JSON Schema: its header, then the JSON text, as Confluent's JSON serializer writes)."""
+    if fmt is Format.JSON_SCHEMA:
+        assert avro is not None, "a json_schema output encodes with its registered schema's id"
+        header = F.lit(bytearray(wire_header(avro.schema_id)))
+        text = F.to_json(value, {"ignoreNullFields": "false"}).cast("binary")
+        return F.when(value.isNotNull(), F.concat(header, text))
     if fmt is Format.AVRO:
         from pyspark.sql.avro.functions import to_avro
 
