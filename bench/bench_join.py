@@ -41,12 +41,13 @@ starts if it is not running (``streamjoin.localdev.schema_registry``) and gives 
 ``schema_registry_default``; an Avro output; Kafka Streams' ``join-avro`` workload reads and writes them with
 its own serde on Apache Avro, ``RegistryAvroSerde``, as Confluent's serde does; checked as ``join``, the output
 decoded by fastavro with each record's writer schema from the registry), ``enrich2`` (a chain of two joins,
-``joins:``: clicks with JSON values ``{product, clicks}`` on a topic of their own, the same users and times as
-the other clicks, left-join the regions table, then left-join a products table of ``--products`` categories read
-as a global table, looked up by the click's product (``key_selector: {expr: lval.product}``), summed per
-``<region>/<category>`` (``UNKNOWN``, ``OTHER`` for a click of a user or product the tables lack), one update per
-click / Kafka Streams' ``enrich2-sum-nocache``, ``clicks.leftJoin(regions, ...).leftJoin(productsGlobal,
-(user, c) -> c.product(), ...)`` then ``groupByKey().reduce`` without a record cache) and ``enrich2/batch``
+the shipped ``include/pipelines/clicks_per_region_category.yaml``: clicks with JSON values ``{product, clicks}``
+on a topic of their own, the same users and times as the other clicks, left-join the regions table, then
+left-join a products table of ``--products`` categories read as a global table, looked up by the click's product
+(``key_selector: {expr: lval.product}``), summed per ``<region>/<category>`` (``UNKNOWN``, ``OTHER`` for a click
+of a user or product the tables lack), one update per click / Kafka Streams' ``enrich2-sum-nocache``,
+``clicks.leftJoin(regions, ...).leftJoin(productsGlobal, (user, c) -> c.product(), ...)`` then
+``groupByKey().reduce`` without a record cache) and ``enrich2/batch``
 (per micro-batch / the record cache, ``enrich2-sum``); their input records count the products too. Rates are
 input records per second over a backlog (streamjoin: ``run_stream`` with ``available_now``, batches of at most
 ``--max-per-trigger`` offsets, no pause between batches).
@@ -232,41 +233,23 @@ def stream_stream_spec(suffix: str, out_suffix: str, partitions: int, max_per_tr
 
 
 def enrich_spec(suffix: str, out_suffix: str, variant: str, partitions: int, max_per_trigger: int) -> Any:
-    """The two-table enrichment: clicks (JSON, a product field) left-join the users' regions (a table), then the
-    products' categories (a global table, looked up by the click's product), summed per region and category."""
-    topics = input_topics(suffix)
-    return parse_spec(
-        {
-            "name": "clicks_enriched2" + out_suffix.replace("-", "_"),
-            "kafka": {"partitions": partitions},
-            "inputs": {
-                "clicks": {"topic": topics["clicks_json"], "role": "stream",
-                           "value": {"format": "json", "schema": {"product": "string", "clicks": "long"}}},
-                "regions": {"topic": topics["regions"], "role": "table"},
-                "products": {"topic": topics["products"], "role": "global_table"},
-            },
-            "joins": [
-                {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions",
-                 "joiner": {"select": {"product": "left.product", "clicks": "left.clicks",
-                                       "region": "coalesce(right, 'UNKNOWN')"}}},
-                {"shape": "stream-globaltable", "kind": "left", "right": "products",
-                 "key_selector": {"expr": "lval.product"},
-                 "joiner": {"select": {"region": "left.region", "category": "coalesce(right, 'OTHER')",
-                                       "clicks": "left.clicks"}}},
-            ],
-            "output": {"topic": output_topics(variant, out_suffix)["enriched"]},
-            "aggregate": {
-                "group_by": {"expr": "concat(value.region, '/', value.category)"},
-                "reduce": "sum",
-                "value": {"expr": "value.clicks"},
-                "emit": "per_batch" if variant.endswith("/batch") else "every_change",
-                "output": {"topic": output_topics(variant, out_suffix)["aggregate"], "value_format": "long"},
-            },
-            "dead_letter_topic": output_topics(variant, out_suffix)["dead"],
-            "trigger": {"max_offsets_per_trigger": max_per_trigger, "processing_time": 0},
-        },
-        "bench",
-    )  # fmt: skip
+    """The shipped two-join pipeline (``include/pipelines/clicks_per_region_category.yaml``: clicks with a product
+    field left-join the users' regions, a table, then the products' categories, a global table looked up by the
+    click's product, summed per region and category) on the bench's topics."""
+    data = load_spec(HOME / "include/pipelines/clicks_per_region_category.yaml").model_dump(mode="json", by_alias=True)
+    topics, outputs = input_topics(suffix), output_topics(variant, out_suffix)
+    data["inputs"]["clicks"]["topic"] = topics["clicks_json"]
+    data["inputs"]["regions"]["topic"] = topics["regions"]
+    data["inputs"]["categories"]["topic"] = topics["products"]
+    data["kafka"]["partitions"] = partitions
+    data["output"] |= {"topic": outputs["enriched"], "files": None}
+    data["aggregate"]["output"] |= {"topic": outputs["aggregate"], "files": None}
+    data["aggregate"]["emit"] = "per_batch" if variant.endswith("/batch") else "every_change"
+    data["dead_letter_topic"] = outputs["dead"]
+    data["trigger"] |= {"max_offsets_per_trigger": max_per_trigger, "processing_time": 0}
+    data["quality"] = None
+    data["name"] = "clicks_per_region_category" + out_suffix.replace("-", "_")
+    return parse_spec(data, "bench")
 
 
 # --- the child: streamjoin runs in a JVM of its own ------------------------------------------------------

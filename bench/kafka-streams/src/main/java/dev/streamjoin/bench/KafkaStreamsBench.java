@@ -77,7 +77,8 @@ import org.apache.kafka.streams.kstream.StreamJoined;
  * join clicks, {@code JoinWindows.ofTimeDifferenceWithNoGrace(10 s)}, inner); {@code enrich2-sum} (a chain of two
  * joins: clicks with JSON values {@code {"product": "p..", "clicks": n}} leftJoin regions (a KTable by user), then
  * leftJoin products (a GlobalKTable of categories by product id, looked up by the click's product), value
- * {@code {"region": region or "UNKNOWN", "category": category or "OTHER", "clicks": n}} to the output, the clicks
+ * {@code {"region": region or "UNKNOWN", "category": category or "OTHER", "product": "p..", "clicks": n}} to the
+ * output (as {@code include/pipelines/clicks_per_region_category.yaml}'s joiners), the clicks
  * summed per {@code region/category} to the aggregate topic, default record cache); {@code enrich2-sum-nocache}
  * (the same with no record cache).
  *
@@ -134,7 +135,7 @@ public final class KafkaStreamsBench {
 
     private record ClickWithRegion(String product, long clicks, String region) {}
 
-    private record Enriched2(String region, String category, long clicks) {}
+    private record Enriched2(String region, String category, String product, long clicks) {}
 
     private static final ObjectMapper JSON = new ObjectMapper();
 
@@ -157,7 +158,8 @@ public final class KafkaStreamsBench {
             });
 
     static String enriched2(Enriched2 e) {
-        return "{\"region\":\"" + e.region() + "\",\"category\":\"" + e.category() + "\",\"clicks\":" + e.clicks() + "}";
+        return "{\"region\":\"" + e.region() + "\",\"category\":\"" + e.category() + "\",\"product\":\"" + e.product()
+                + "\",\"clicks\":" + e.clicks() + "}";
     }
 
     /** The join-avro workload's output record. */
@@ -211,7 +213,7 @@ public final class KafkaStreamsBench {
                 KStream<String, Enriched2> joined = clicks
                         .leftJoin(regions, (c, region) -> new ClickWithRegion(c.product(), c.clicks(), region == null ? "UNKNOWN" : region))
                         .leftJoin(products, (user, c) -> c.product(),
-                                (c, category) -> new Enriched2(c.region(), category == null ? "OTHER" : category, c.clicks()));
+                                (c, category) -> new Enriched2(c.region(), category == null ? "OTHER" : category, c.product(), c.clicks()));
                 joined.mapValues(KafkaStreamsBench::enriched2)
                         .to(output, Produced.with(Serdes.String(), Serdes.String()));
                 joined.map((user, e) -> KeyValue.pair(e.region() + "/" + e.category(), e.clicks()))
