@@ -439,7 +439,7 @@ class ProtobufRun:
 def protobuf_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFactory) -> ProtobufRun:
     """Protobuf clicks in Confluent's wire format (magic byte, id, the message indexes as Confluent's
     serializer writes them, the payload) at avro_run's clicks' keys and times, joined with avro_run's Avro
-    regions table into an Avro output; one record of an unknown id, one truncated payload."""
+    regions table into a Protobuf output; one record of an unknown id, one truncated payload."""
     from confluent_kafka.schema_registry import Schema
     from confluent_kafka.schema_registry._sync.protobuf import ProtobufSerializer
 
@@ -450,7 +450,7 @@ def protobuf_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFactory)
     data = avro_run.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
     clicks = f"pb-clicks{suffix}"
     data["inputs"]["clicks"] = {**data["inputs"]["clicks"], "topic": clicks, "value": {"format": "protobuf"}}
-    data["output"]["topic"] = f"pb-enriched{suffix}"
+    data["output"].update(topic=f"pb-enriched{suffix}", value_format="protobuf")
     data["aggregate"]["output"]["topic"] = f"pb-per-region{suffix}"
     data["dead_letter_topic"] = f"pb-dlq{suffix}"
     spec = parse_spec(data, "protobuf test")
@@ -501,8 +501,11 @@ def test_protobuf_clicks_joined_with_an_avro_table_match_the_reference_per_key(
     avro_run: Run, protobuf_run: ProtobufRun
 ) -> None:
     """Both Protobuf versions' clicks decode with the latest (v1's lack referrer: Protobuf reads fields by
-    number); per key the Avro output and the totals are the reference engine's over the decoded records."""
+    number); per key the Protobuf output (its message derived from the select, registered under the output's
+    subject: the header's id, then Confluent's indexes of the first message) and the totals are the reference
+    engine's over the decoded records."""
     from streamjoin.kafka import protobuf
+    from streamjoin.kafka.schema_registry import registry_config, subject_ids
 
     run, spec = protobuf_run, protobuf_run.spec
     assert spec.output.topic is not None and spec.aggregate is not None and spec.aggregate.output.topic is not None
@@ -520,8 +523,17 @@ def test_protobuf_clicks_joined_with_an_avro_table_match_the_reference_per_key(
         if e.topic != spec.dead_letter_topic
     ]
     got: list[tuple[str, Any, Any, int]] = []
+    (output_id,) = subject_ids(registry_config("schema_registry_default"), f"{spec.output.topic}-value")
+    message = spec.output.record_name
+    output_fds = protobuf.descriptor_set(avro_run.writer(output_id), "test output")
+    # coalesce(right.region, 'UNKNOWN') is never null: region has no presence, the others are optional
+    assert protobuf.message_fields(output_fds, message) == [("region", "string"), ("clicks", "int64"),
+                                                            ("page", "string")]  # fmt: skip
+    assert [f.has_presence for f in protobuf._pool(output_fds).FindMessageTypeByName(message).fields] == [
+        False, True, True]  # fmt: skip
     for record in consume_all(avro_run.bootstrap, spec.output.topic, timeout=30):
-        value = decode_wire(record.value, avro_run.writer)
+        assert record.value[:6] == wire_header(output_id) + b"\x00"
+        value = protobuf.decode_wire(record.value, avro_run.writer, None, "test output")
         ts = int(dict(record.headers)["ts"]) - avro_run.base
         got.append((spec.output.topic, record.key.hex().upper(), value, ts))
     for record in consume_all(avro_run.bootstrap, spec.aggregate.output.topic, timeout=30):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from typing import Any
 
 import fastavro
@@ -172,10 +173,36 @@ def test_protobuf_values_are_input_values_only() -> None:
         parse_spec(_spec({"format": "protobuf", "reader_schema": CLICK}))
     data = _spec({"format": "protobuf"}, {"topic": "enriched", "value_format": "protobuf"})
     data["inputs"]["clicks"]["key"] = {"format": "protobuf"}
+    # the join's output may be protobuf (its message derived from the select); keys not
     assert {(p.path, p.value) for p in spec_problems(data) if "Protobuf" in str(p)} == {
-        ("output.value_format", "protobuf"),
         ("inputs.clicks.key.format", "protobuf"),
     }
+    scalar = _spec({"format": "protobuf"}, {"topic": "enriched", "value_format": "protobuf"},
+                   joiner={"select": "left.clicks"})  # fmt: skip
+    (problem,) = spec_problems(scalar)
+    assert "Protobuf output's message is derived from a joiner that builds a struct" in str(problem)
+
+
+def test_an_outputs_spark_type_becomes_a_proto3_message_named_after_the_topic() -> None:
+    from streamjoin.kafka import protobuf
+
+    value = T.StructType([
+        T.StructField("region", T.StringType(), False),
+        T.StructField("clicks", T.LongType()),
+        T.StructField("where", T.StructType([T.StructField("lat", T.DoubleType())])),
+        T.StructField("tags", T.ArrayType(T.StringType())),
+        T.StructField("counts", T.MapType(T.StringType(), T.IntegerType())),
+    ])  # fmt: skip
+    proto = protobuf.proto_schema(value, "streamjoin.enriched")
+    fds = protobuf.descriptor_set(proto, "enriched-value")  # protoc compiles it
+    assert protobuf.message_fields(fds, "streamjoin.enriched") == [
+        ("region", "string"), ("clicks", "int64"), ("where", "streamjoin.enriched.WhereMessage"),
+        ("tags", "repeated string"), ("counts", "map<string,int32>"),
+    ]  # fmt: skip
+    assert "  optional int64 clicks = 2;" in proto.splitlines()  # null stays null, not 0
+    for bad, named in [(T.DecimalType(10, 2), "decimal(10,2)"), (T.ArrayType(T.ArrayType(T.LongType())), "array")]:
+        with pytest.raises(ValueError, match=f"field 'x'.*{re.escape(named)}"):
+            protobuf.proto_schema(T.StructType([T.StructField("x", bad)]), "streamjoin.o")
 
 
 PROTO = """syntax = "proto3";

@@ -35,7 +35,7 @@ def output_value(value: Any, fmt: Format, what: str = "the joiner") -> Any:
 
     :raises ValueError: a value the format cannot hold (a mapping or list, or a non-integer for ``long``)
     """
-    if value is None or fmt in (Format.JSON, Format.AVRO, Format.JSON_SCHEMA):  # a record, as the joiner's struct
+    if value is None or fmt in (Format.JSON, Format.AVRO, Format.JSON_SCHEMA, Format.PROTOBUF):  # a struct's record
         return value
     if isinstance(value, dict | list | tuple):
         raise ValueError(

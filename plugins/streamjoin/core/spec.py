@@ -337,7 +337,7 @@ class Sink(_Model):
     #: set on the pipeline's ``output``: it covers every topic the pipeline writes (the aggregate's, the dead
     #: letters' too)
     delivery: Delivery = Delivery.AT_LEAST_ONCE
-    #: ``value_format: avro`` or ``json_schema``: the schema registry's Airflow connection id (default
+    #: ``value_format: avro``, ``json_schema`` or ``protobuf``: the schema registry's Airflow connection id (default
     #: ``schema_registry_default``), the subject's naming and the compatibility level the job sets on it before
     #: registering the value's schema
     registry: str | None = None
@@ -346,10 +346,10 @@ class Sink(_Model):
 
     @model_validator(mode="after")
     def _registry_only_for_avro(self) -> Sink:
-        if self.value_format not in (Format.AVRO, Format.JSON_SCHEMA):
+        if self.value_format not in (Format.AVRO, Format.JSON_SCHEMA, Format.PROTOBUF):
             if self.registry is not None or self.subject_name_strategy is not SubjectNameStrategy.TOPIC_NAME:
-                raise ValueError(f"'registry' and 'subject_name_strategy' are only for value_format 'avro' or "
-                                 f"'json_schema', not {self.value_format.value!r}")  # fmt: skip
+                raise ValueError(f"'registry' and 'subject_name_strategy' are only for value_format 'avro', "
+                                 f"'json_schema' or 'protobuf', not {self.value_format.value!r}")  # fmt: skip
         elif self.topic is None:
             raise ValueError(f"value_format {self.value_format.value!r} needs a 'topic' (its subject is named after "
                              "it)")  # fmt: skip
@@ -362,15 +362,15 @@ class Sink(_Model):
 
     @property
     def record_name(self) -> str:
-        """The full name of the value's Avro record (a JSON Schema's title): ``streamjoin.<topic>`` (characters
-        Avro names cannot hold become ``_``)."""
+        """The full name of the value's Avro record (a JSON Schema's title, a Protobuf message's full name):
+        ``streamjoin.<topic>`` (characters Avro names cannot hold become ``_``)."""
         assert self.topic is not None
         name = re.sub(r"[^A-Za-z0-9_]", "_", self.topic)
         return f"streamjoin.{'_' + name if name[0].isdigit() else name}"
 
     @property
     def subject(self) -> str:
-        """The registry subject of the values (an Avro or JSON Schema output's)."""
+        """The registry subject of the values (an Avro, JSON Schema or Protobuf output's)."""
         assert self.topic is not None
         return subject_name(self.subject_name_strategy, self.topic, False, self.record_name)
 
@@ -541,18 +541,19 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
         if fatal:  # its sides are unusable: the rules after it would only repeat that
             return problems
     problems += _repartition_problems(spec)
-    registered = (Format.AVRO, Format.JSON_SCHEMA)
+    registered = (Format.AVRO, Format.JSON_SCHEMA, Format.PROTOBUF)
     if spec.output.value_format not in (Format.JSON, *registered) and join.joiner.builds_struct:
         problems.append(
             (
                 "output.value_format",
                 spec.output.value_format.value,
-                "'json', 'avro' or 'json_schema': the joiner builds a struct; a select of one expression or a "
-                "function joiner returning a scalar can be written as 'string' or 'long'",
+                "'json', 'avro', 'json_schema' or 'protobuf': the joiner builds a struct; a select of one "
+                "expression or a function joiner returning a scalar can be written as 'string' or 'long'",
             )
         )
     if spec.output.value_format in registered and not join.joiner.builds_struct:
-        what = "Avro output's record" if spec.output.value_format is Format.AVRO else "JSON Schema output's schema"
+        what = {Format.AVRO: "Avro output's record", Format.JSON_SCHEMA: "JSON Schema output's schema",
+                Format.PROTOBUF: "Protobuf output's message"}[spec.output.value_format]  # fmt: skip
         problems.append(
             ("output.value_format", spec.output.value_format.value,
              f"'json', 'string' or 'long': an {what} is derived from a joiner that builds a struct "
@@ -568,13 +569,13 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
         + ([("aggregate.output.value_format", spec.aggregate.output.value_format)] if spec.aggregate else [])
         + [(f"inputs.{name}.key.format", inp.key.format) for name, inp in inputs.items()]
     ):
-        if fmt is Format.JSON_SCHEMA and path == "output.value_format":
-            continue  # the join's output: a JSON Schema derived from the select, as an Avro output's record
+        if path == "output.value_format":
+            continue  # the join's output: a JSON Schema or Protobuf message derived from the select, as Avro's
         if fmt in (Format.PROTOBUF, Format.JSON_SCHEMA):
             problems.append(
                 (path, fmt.value, f"another format: {'Protobuf' if fmt is Format.PROTOBUF else 'JSON Schema'} is "
-                 "read on input values only (the join's output: 'avro', 'json_schema' or 'json'; the aggregate's: "
-                 "'long', 'string' or 'json'; keys: 'avro', 'string' or 'long')"),
+                 "read on input values only (the join's output: 'avro', 'json_schema', 'protobuf' or 'json'; the "
+                 "aggregate's: 'long', 'string' or 'json'; keys: 'avro', 'string' or 'long')"),
             )  # fmt: skip
     for name, inp in inputs.items():
         if inp.key.format is Format.AVRO and inp.key.reader_schema is not None:

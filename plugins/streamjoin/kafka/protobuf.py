@@ -311,3 +311,83 @@ def _proto_type(field: Any) -> str:
     else:
         single = descriptor_pb2.FieldDescriptorProto.Type.Name(field.type).removeprefix("TYPE_").lower()
     return f"repeated {single}" if field.is_repeated else single
+
+
+def proto_schema(data_type: T.StructType, full_name: str) -> str:
+    """The ``.proto`` (proto3) of the values ``to_protobuf`` would write for a Spark struct: message ``full_name``
+    (``package.Name``) with a field per struct field, numbered in order; a nullable scalar is ``optional`` (null
+    stays distinguishable from the default), a struct a nested message, an array ``repeated``, a map a ``map``.
+
+    :raises ValueError: a type Protobuf cannot hold here (a decimal, a timestamp, an array of arrays or maps, a
+        map of those, a map key that is not a string, integer or boolean)
+    """
+    package, _, name = full_name.rpartition(".")
+    lines = ['syntax = "proto3";', *([f"package {package};"] if package else []), "", *_message(data_type, name, "")]
+    return "\n".join(lines) + "\n"
+
+
+def _message(data_type: T.StructType, name: str, indent: str) -> list[str]:
+    nested: list[str] = []
+    fields: list[str] = []
+    for number, field in enumerate(data_type.fields, start=1):
+        kind, label = field.dataType, ""
+        if isinstance(kind, T.ArrayType):
+            if isinstance(kind.elementType, T.ArrayType | T.MapType):
+                raise ValueError(f"field {field.name!r}: an array of {kind.elementType.simpleString()}")
+            label, kind = "repeated ", kind.elementType
+        elif field.nullable and not isinstance(kind, T.StructType | T.MapType):
+            label = "optional "
+        if isinstance(kind, T.MapType):
+            if isinstance(kind.valueType, T.ArrayType | T.MapType):
+                raise ValueError(f"field {field.name!r}: a map of {kind.valueType.simpleString()}")
+            key = _scalar(kind.keyType, field.name)
+            if key in ("double", "float", "bytes"):
+                raise ValueError(f"field {field.name!r}: a map key of {kind.keyType.simpleString()}")
+            value = _proto_field(kind.valueType, field.name, nested, indent)
+            fields.append(f"{indent}  map<{key}, {value}> {field.name} = {number};")
+            continue
+        fields.append(f"{indent}  {label}{_proto_field(kind, field.name, nested, indent)} {field.name} = {number};")
+    return [f"{indent}message {name} {{", *nested, *fields, f"{indent}}}"]
+
+
+def _proto_field(kind: T.DataType, field: str, nested: list[str], indent: str) -> str:
+    if isinstance(kind, T.StructType):
+        name = f"{field[:1].upper()}{field[1:]}Message"  # a nested type and a field share the message's scope
+        nested += _message(kind, name, indent + "  ")
+        return name
+    return _scalar(kind, field)
+
+
+def _scalar(kind: T.DataType, field: str) -> str:
+    simple: dict[type, str] = {
+        T.StringType: "string", T.LongType: "int64", T.IntegerType: "int32", T.ShortType: "int32",
+        T.ByteType: "int32", T.DoubleType: "double", T.FloatType: "float", T.BooleanType: "bool",
+        T.BinaryType: "bytes",
+    }  # fmt: skip
+    if type(kind) not in simple:
+        raise ValueError(f"field {field!r}: Spark type {kind.simpleString()} has no Protobuf type here")
+    return simple[type(kind)]
+
+
+def encode_row(row: Any, fds: bytes, full_name: str, prefix: bytes) -> bytes | None:
+    """A Spark row (a struct value) as ``prefix`` (the wire header and message indexes) and the payload of message
+    ``full_name``; None stays None. Runs in Spark's Python workers (:func:`streamjoin.spark.serde.encode`).
+
+    :raises ValueError: a value the message cannot hold (a null in an array; names the field)
+    """
+    if row is None:
+        return None
+    return prefix + encode_message(fds, full_name, _json_mapping(row.asDict(recursive=True)))
+
+
+def _json_mapping(value: Any) -> Any:
+    """A row's values as Protobuf's JSON mapping takes them: bytes as base64 text."""
+    import base64
+
+    if isinstance(value, dict):
+        return {k: _json_mapping(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_mapping(v) for v in value]
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode()
+    return value

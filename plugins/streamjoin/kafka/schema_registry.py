@@ -227,7 +227,7 @@ def batch_schemas(spec: PipelineSpec) -> dict[str, AvroSchemas]:
 
 @cache
 def register_output(sink: Sink, schema: str, schema_type: str = "AVRO") -> int:
-    """Register an output's value schema (``schema_type``: ``AVRO`` or ``JSON``) under its subject (its
+    """Register an output's value schema (``schema_type``: ``AVRO``, ``JSON`` or ``PROTOBUF``) under its subject (its
     compatibility level set first); the schema's id. Registering a schema the subject has returns its id. Once
     per process and schema.
 
@@ -254,7 +254,7 @@ def register_output(sink: Sink, schema: str, schema_type: str = "AVRO") -> int:
         versions = subject_versions(config, subject)
         latest = versions[-1][0] if versions else None
         raise SchemaRegistrationError(subject, latest, f"{exc.error_message} (HTTP {exc.http_status_code}); "
-                                      f"the schema: {json.loads(schema)}") from exc  # fmt: skip
+                                      f"the schema: {schema}") from exc  # fmt: skip
 
 
 @dataclass(frozen=True)

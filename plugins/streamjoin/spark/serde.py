@@ -230,10 +230,12 @@ def reader_type(avro: AvroSchemas) -> T.DataType:
 
 @dataclass(frozen=True)
 class AvroOutput:
-    """An Avro or JSON Schema output's registered value schema and its id (the 5-byte header before each value)."""
+    """An Avro, JSON Schema or Protobuf output's registered value schema and its id (the 5-byte header before each
+    value); a Protobuf one's message too (its full name; ``schema`` is the ``.proto`` text)."""
 
     schema_id: int
     schema: str
+    message: str | None = None
 
 
 def avro_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
@@ -266,6 +268,25 @@ def json_schema_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
         raise SpecError("<spec>", "join.joiner.select", value_type.simpleString(),
                         f"a value JSON Schema can describe for output {sink.topic!r} ({exc})") from None  # fmt: skip
     return AvroOutput(register_output(sink, schema, "JSON"), schema)
+
+
+def protobuf_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
+    """The ``.proto`` of the values ``sink`` gets (:func:`~streamjoin.kafka.protobuf.proto_schema` of their Spark
+    type: message ``streamjoin.<topic>``), registered under the sink's subject (once per process and schema).
+
+    :raises SchemaRegistrationError: the registry refuses it (terminal)
+    """
+    from streamjoin.kafka import protobuf
+    from streamjoin.kafka.schema_registry import register_output
+
+    try:
+        if not isinstance(value_type, T.StructType):
+            raise ValueError(f"a struct, not {value_type.simpleString()}")
+        schema = protobuf.proto_schema(value_type, sink.record_name)
+    except ValueError as exc:
+        raise SpecError("<spec>", "join.joiner.select", value_type.simpleString(),
+                        f"a value Protobuf can hold for output {sink.topic!r} ({exc})") from None  # fmt: skip
+    return AvroOutput(register_output(sink, schema, "PROTOBUF"), schema, sink.record_name)
 
 
 def json_schema(data_type: T.DataType, title: str | None = None, nullable: bool = False) -> dict[str, Any]:
@@ -311,8 +332,19 @@ def json_schema(data_type: T.DataType, title: str | None = None, nullable: bool 
 
 
 def encode(value: Column, fmt: Format, avro: AvroOutput | None = None) -> Column:
-    """Bytes for a result value; null stays null (a tombstone). ``avro``: an Avro or JSON Schema output's
-    registered schema (JSON Schema: its header, then the JSON text, as Confluent's JSON serializer writes)."""
+    """Bytes for a result value; null stays null (a tombstone). ``avro``: an Avro, JSON Schema or Protobuf output's
+    registered schema (JSON Schema: its header, then the JSON text, as Confluent's JSON serializer writes;
+    Protobuf: its header, the message indexes, the payload, as its Protobuf serializer writes, encoded by the
+    ``protobuf`` package in Spark's Python workers)."""
+    if fmt is Format.PROTOBUF:
+        from streamjoin.kafka import protobuf
+
+        assert avro is not None and avro.message is not None, "a protobuf output encodes with its registered schema"
+        fds = protobuf.descriptor_set(avro.schema, avro.message)
+        indexes = protobuf.message_indexes(fds, avro.message)
+        assert indexes is not None, "proto_schema's message is its file's first"
+        prefix, name = wire_header(avro.schema_id) + indexes, avro.message
+        return F.udf(lambda row: protobuf.encode_row(row, fds, name, prefix), T.BinaryType())(value)
     if fmt is Format.JSON_SCHEMA:
         assert avro is not None, "a json_schema output encodes with its registered schema's id"
         header = F.lit(bytearray(wire_header(avro.schema_id)))

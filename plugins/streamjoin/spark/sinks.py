@@ -13,7 +13,7 @@ from streamjoin.core.spec import Format, PipelineSpec, Sink
 from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 from streamjoin.spark.events import ORDER
 from streamjoin.spark.projection import is_json_text
-from streamjoin.spark.serde import AvroOutput, avro_output, encode, json_schema_output
+from streamjoin.spark.serde import AvroOutput, avro_output, encode, json_schema_output, protobuf_output
 
 
 def _header(name: str, value: Column) -> Column:
@@ -35,11 +35,11 @@ def encode_value(
 ) -> Column:
     """Value bytes as ``fmt`` declares: ``string`` UTF-8 text, ``long`` 8 bytes big-endian (Java's
     LongSerializer), ``json`` a JSON document (a scalar too: a string is quoted, a number is its text),
-    ``avro`` and ``json_schema`` the wire format with the output's registered schema (``avro``).
+    ``avro``, ``json_schema`` and ``protobuf`` the wire format with the output's registered schema (``avro``).
 
     :param json_text: the column already holds JSON documents (a function joiner's results)
     """
-    if fmt in (Format.AVRO, Format.JSON_SCHEMA):
+    if fmt in (Format.AVRO, Format.JSON_SCHEMA, Format.PROTOBUF):
         return encode(value, fmt, avro)
     structured = isinstance(data_type, (T.StructType, T.MapType, T.ArrayType))
     if fmt is not Format.JSON and structured:
@@ -85,10 +85,11 @@ def kafka_rows(rows: DataFrame, sink: Sink, topic: str, *, sort: bool = True) ->
     if sort:
         # one writer per key, in emission order: Kafka keeps the order of one producer per partition
         rows = rows.repartition("key").sortWithinPartitions(*ORDER, "__sub")
-    # an Avro or JSON Schema output's schema is registered when its program is built (the job's first batch)
+    # a registered output's schema is registered when its program is built (the job's first batch)
     avro = (
         avro_output(sink, value_type) if sink.value_format is Format.AVRO
         else json_schema_output(sink, value_type) if sink.value_format is Format.JSON_SCHEMA
+        else protobuf_output(sink, value_type) if sink.value_format is Format.PROTOBUF
         else None
     )  # fmt: skip
     return rows.select(
