@@ -254,7 +254,8 @@ def register_output(sink: Sink, schema: str, schema_type: str = "AVRO") -> int:
         versions = subject_versions(config, subject)
         latest = versions[-1][0] if versions else None
         raise SchemaRegistrationError(subject, latest, f"{exc.error_message} (HTTP {exc.http_status_code}); "
-                                      f"the schema: {schema}") from exc  # fmt: skip
+                                      f"the schema: {schema if schema_type == 'PROTOBUF' else json.loads(schema)}"
+                                      ) from exc  # fmt: skip
 
 
 @dataclass(frozen=True)
