@@ -646,20 +646,24 @@ def test_validate_checks_a_protobuf_inputs_subject_and_message(
           "'demo.Nope': its records would be dead letters; set record_name" for v in (1, 2)),
         "2 specs, 1 invalid",
     ]  # fmt: skip
-    # the job's lineage: each input's fields from its subject's latest schema (Protobuf: the message's)
+    # the job's lineage: each input's fields from its subject's latest schema (Protobuf: the message's), the
+    # output's from the schema the job registered
     assert _lineage_fields(paths[0]) == {
         protobuf_run.spec.left.topic: [("value.clicks", "int64"), ("value.page", "string"),
                                        ("value.referrer", "string")],
         protobuf_run.spec.right.topic: [("value.region", "string")],
+        protobuf_run.spec.output.topic: [("value.region", "string"), ("value.clicks", "int64"),
+                                         ("value.page", "string")],
     }  # fmt: skip
 
 
 def _lineage_fields(spec_path: str) -> dict[str, list[tuple[str, str]]]:
-    """The schema facet's fields of each input dataset the job's owner reports to OpenLineage."""
+    """The schema facet's fields of each dataset the job's owner reports to OpenLineage (those with one)."""
     from streamjoin.airflow.operators.supervise import SuperviseStreamJoinOperator
 
     lineage = SuperviseStreamJoinOperator(task_id="own_job", spec_path=spec_path).get_openlineage_facets_on_start()
-    return {d.name: [(f.name, f.type) for f in d.facets["schema"].fields] for d in lineage.inputs}
+    datasets = [*lineage.inputs, *lineage.outputs]
+    return {d.name: [(f.name, f.type) for f in d.facets["schema"].fields] for d in datasets if "schema" in d.facets}
 
 
 #: the JSON Schema clicks: v1, then v2 (a property added) registered mid-stream; the job reads with v2's fields.
@@ -845,4 +849,6 @@ def test_validate_checks_a_json_schema_inputs_subject(
         json_schema_run.spec.left.topic: [("value.clicks", "integer"), ("value.page", "string"),
                                           ("value.referrer", "string")],
         json_schema_run.spec.right.topic: [("value.region", "string")],
+        json_schema_run.spec.output.topic: [("value.region", "string"), ("value.clicks", "integer|null"),
+                                            ("value.page", "string|null")],
     }  # fmt: skip

@@ -40,7 +40,8 @@ class SpecLineageMixin:
         bootstrap = StreamJoinKafkaHook(self.kafka_conn_id).bootstrap_servers()
         day = self._lineage_day()
         readers, messages = _registry_schemas(spec)
-        lineage = spec_lineage(spec, bootstrap, day=day, reader_schemas=readers, message_fields=messages)
+        lineage = spec_lineage(spec, bootstrap, day=day, reader_schemas=readers, message_fields=messages,
+                               output_fields=_output_fields(spec))  # fmt: skip
         return operator_lineage(lineage, streaming=day is None)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
@@ -75,6 +76,31 @@ def _registry_schemas(spec: PipelineSpec) -> tuple[dict[str, str], dict[str, tup
         except Exception as exc:  # the registry's errors, typed or not: the dataset goes without its fields
             log.warning("lineage of %s: no schema fields for %s: %s", spec.name, spec_input.topic, exc)
     return readers, messages
+
+
+def _output_fields(spec: PipelineSpec) -> dict[str, tuple[tuple[str, str], ...]]:
+    """The fields of the output's registered schema (an Avro, JSON Schema or Protobuf output: the latest version
+    of its subject, which the job registers at its first batch; none before), by topic. Best effort, as
+    :func:`_registry_schemas`."""
+    from streamjoin.core.lineage import schema_fields
+    from streamjoin.kafka.schema_registry import registry_config, subject_versions, writer_schema
+
+    sink = spec.output
+    if sink.topic is None or sink.value_format not in (Format.AVRO, Format.JSON_SCHEMA, Format.PROTOBUF):
+        return {}
+    try:
+        config = registry_config(sink.registry_conn_id)
+        versions = subject_versions(config, sink.subject)
+        if not versions:
+            return {}
+        schema = writer_schema(config, versions[-1][1])
+        if sink.value_format is Format.PROTOBUF:
+            return {sink.topic: schema_fields(Format.PROTOBUF, None, _message_fields(schema, sink.record_name,
+                                                                                     sink.subject))}  # fmt: skip
+        return {sink.topic: schema_fields(sink.value_format, schema)}
+    except Exception as exc:  # as _registry_schemas: the dataset goes without its fields
+        log.warning("lineage of %s: no schema fields for %s: %s", spec.name, sink.topic, exc)
+        return {}
 
 
 def _message_fields(proto: str, record_name: str | None, subject: str) -> tuple[tuple[str, str], ...]:

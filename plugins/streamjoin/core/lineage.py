@@ -105,15 +105,25 @@ def record_fields(
         elif name != "value":
             continue
         elif serde.format is Format.AVRO:
-            text = serde.reader_schema_text or reader_schema
-            record = json.loads(text) if text else {}
-            fields += [(f"value.{f['name']}", _avro_type(f["type"])) for f in record.get("fields", [])]
-        elif serde.format is Format.JSON_SCHEMA and reader_schema:
-            properties = json.loads(reader_schema).get("properties", {})
-            fields += [(f"value.{p}", _json_schema_type(schema)) for p, schema in properties.items()]
-        elif serde.format is Format.PROTOBUF:
-            fields += [(f"value.{field}", kind) for field, kind in message_fields]
+            fields += schema_fields(Format.AVRO, serde.reader_schema_text or reader_schema)
+        elif serde.format in (Format.JSON_SCHEMA, Format.PROTOBUF):
+            fields += schema_fields(serde.format, reader_schema, message_fields)
     return tuple(fields)
+
+
+def schema_fields(
+    fmt: Format, schema: str | None, message_fields: tuple[tuple[str, str], ...] = ()
+) -> tuple[tuple[str, str], ...]:
+    """A value's fields (``value.<field>``, type) from its registered schema: an Avro record's fields, a JSON
+    Schema's properties, a Protobuf message's ``message_fields`` (which the caller compiled); none without."""
+    if fmt is Format.PROTOBUF:
+        return tuple((f"value.{field}", kind) for field, kind in message_fields)
+    parsed = json.loads(schema) if schema else {}
+    if fmt is Format.AVRO:
+        return tuple((f"value.{f['name']}", _avro_type(f["type"])) for f in parsed.get("fields", []))
+    if fmt is Format.JSON_SCHEMA:
+        return tuple((f"value.{p}", _json_schema_type(s)) for p, s in parsed.get("properties", {}).items())
+    return ()
 
 
 def _json_schema_type(schema: Any) -> str:
@@ -146,6 +156,7 @@ def spec_lineage(
     home: Path = PROJECT_HOME,
     reader_schemas: Mapping[str, str] | None = None,
     message_fields: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
+    output_fields: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
 ) -> SpecLineage:
     """Lineage of the streaming job (``day`` None: its topics and file outputs) or of reprocessing ``day``
     (its input topics; the published day partitions, no topics).
@@ -153,6 +164,8 @@ def spec_lineage(
     :param reader_schemas: an Avro or JSON Schema input's schema by topic, where the spec gives none (the
         registry's latest, which the caller looked up)
     :param message_fields: a Protobuf input's fields by topic (:func:`record_fields`)
+    :param output_fields: an output topic's fields (an Avro, JSON Schema or Protobuf output's registered schema's:
+        :func:`schema_fields`), by topic
     """
     kafka = kafka_namespace(bootstrap)
     readers, messages = reader_schemas or {}, message_fields or {}
@@ -163,7 +176,7 @@ def spec_lineage(
     outputs: list[DatasetRef] = []
     for sink in sinks:
         if sink.topic is not None and day is None:
-            outputs.append(DatasetRef(kafka, sink.topic))
+            outputs.append(DatasetRef(kafka, sink.topic, (output_fields or {}).get(sink.topic, ())))
         if sink.files is not None:
             root = resolve(sink.files.path, home)
             outputs.append(DatasetRef("file", str(partition_path(root, day) if day else root)))
