@@ -200,6 +200,20 @@ def test_an_outputs_spark_type_becomes_a_proto3_message_named_after_the_topic() 
         ("tags", "repeated string"), ("counts", "map<string,int32>"),
     ]  # fmt: skip
     assert "  optional int64 clicks = 2;" in proto.splitlines()  # null stays null, not 0
+    # the next version keeps each field's number (nested ones too), numbers a new one after the highest and
+    # reserves a dropped one's
+    where = T.StructType([T.StructField("lon", T.DoubleType()), T.StructField("lat", T.DoubleType())])
+    later = T.StructType([
+        T.StructField("page", T.StringType()), T.StructField("where", where), T.StructField("clicks", T.LongType()),
+    ])  # fmt: skip
+    evolved = protobuf.proto_schema(later, "streamjoin.enriched", proto)
+    fds = protobuf.descriptor_set(evolved, "enriched-value")
+    message = protobuf._pool(fds).FindMessageTypeByName("streamjoin.enriched")
+    assert {f.name: f.number for f in message.fields} == {"page": 6, "where": 3, "clicks": 2}
+    assert {f.name: f.number for f in message.fields_by_name["where"].message_type.fields} == {"lon": 2, "lat": 1}
+    assert "  reserved 1, 4, 5;" in evolved.splitlines()
+    again = protobuf.proto_schema(T.StructType([T.StructField("tags", T.LongType())]), "streamjoin.enriched", evolved)
+    assert "  optional int64 tags = 7;" in again.splitlines()  # a reserved number is never taken again
     for bad, named in [(T.DecimalType(10, 2), "decimal(10,2)"), (T.ArrayType(T.ArrayType(T.LongType())), "array")]:
         with pytest.raises(ValueError, match=f"field 'x'.*{re.escape(named)}"):
             protobuf.proto_schema(T.StructType([T.StructField("x", bad)]), "streamjoin.o")

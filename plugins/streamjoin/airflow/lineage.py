@@ -83,17 +83,15 @@ def _output_fields(spec: PipelineSpec) -> dict[str, tuple[tuple[str, str], ...]]
     of its subject, which the job registers at its first batch; none before), by topic. Best effort, as
     :func:`_registry_schemas`."""
     from streamjoin.core.lineage import schema_fields
-    from streamjoin.kafka.schema_registry import registry_config, subject_versions, writer_schema
+    from streamjoin.kafka.schema_registry import latest_schema, registry_config
 
     sink = spec.output
     if sink.topic is None or sink.value_format not in (Format.AVRO, Format.JSON_SCHEMA, Format.PROTOBUF):
         return {}
     try:
-        config = registry_config(sink.registry_conn_id)
-        versions = subject_versions(config, sink.subject)
-        if not versions:
+        schema = latest_schema(registry_config(sink.registry_conn_id), sink.subject)
+        if schema is None:
             return {}
-        schema = writer_schema(config, versions[-1][1])
         if sink.value_format is Format.PROTOBUF:
             return {sink.topic: schema_fields(Format.PROTOBUF, None, _message_fields(schema, sink.record_name,
                                                                                      sink.subject))}  # fmt: skip

@@ -313,23 +313,49 @@ def _proto_type(field: Any) -> str:
     return f"repeated {single}" if field.is_repeated else single
 
 
-def proto_schema(data_type: T.StructType, full_name: str) -> str:
+def proto_schema(data_type: T.StructType, full_name: str, previous: str | None = None) -> str:
     """The ``.proto`` (proto3) of the values ``to_protobuf`` would write for a Spark struct: message ``full_name``
-    (``package.Name``) with a field per struct field, numbered in order; a nullable scalar is ``optional`` (null
-    stays distinguishable from the default), a struct a nested message, an array ``repeated``, a map a ``map``.
+    (``package.Name``) with a field per struct field; a nullable scalar is ``optional`` (null stays
+    distinguishable from the default), a struct a nested message, an array ``repeated``, a map a ``map``.
+
+    Fields are numbered in order, or, given the ``previous`` version's ``.proto`` (the subject's latest), as
+    there: a field keeps its number, a new one takes the next free one, a dropped one's number is ``reserved``
+    (Protobuf reads fields by number, so the versions stay compatible whatever the select's order).
 
     :raises ValueError: a type Protobuf cannot hold here (a decimal, a timestamp, an array of arrays or maps, a
         map of those, a map key that is not a string, integer or boolean)
     """
     package, _, name = full_name.rpartition(".")
-    lines = ['syntax = "proto3";', *([f"package {package};"] if package else []), "", *_message(data_type, name, "")]
-    return "\n".join(lines) + "\n"
+    before = None
+    if previous is not None:
+        try:
+            before = _pool(descriptor_set(previous, full_name)).FindMessageTypeByName(full_name)
+        except KeyError:  # the latest version holds another message: number afresh
+            before = None
+    body = _message(data_type, name, "", before)
+    return "\n".join(['syntax = "proto3";', *([f"package {package};"] if package else []), "", *body]) + "\n"
 
 
-def _message(data_type: T.StructType, name: str, indent: str) -> list[str]:
+def _message(data_type: T.StructType, name: str, indent: str, before: Any = None) -> list[str]:
+    """Message ``name``'s lines; ``before``: its descriptor in the previous version (numbers to keep)."""
+    from google.protobuf import descriptor_pb2
+
+    numbers = {f.name: f.number for f in before.fields} if before is not None else {}
+    reserved: set[int] = set()
+    if before is not None:
+        old = descriptor_pb2.DescriptorProto()
+        before.CopyToProto(old)
+        reserved = {n for r in old.reserved_range for n in range(r.start, r.end)}
+    reserved |= {n for f, n in numbers.items() if f not in data_type.names}
+    free = max([*numbers.values(), *reserved], default=0) + 1
     nested: list[str] = []
     fields: list[str] = []
-    for number, field in enumerate(data_type.fields, start=1):
+    for field in data_type.fields:
+        if field.name in numbers:
+            number = numbers[field.name]
+        else:
+            number, free = free, free + 1
+        inner = before.fields_by_name[field.name].message_type if field.name in numbers else None
         kind, label = field.dataType, ""
         if isinstance(kind, T.ArrayType):
             if isinstance(kind.elementType, T.ArrayType | T.MapType):
@@ -343,17 +369,21 @@ def _message(data_type: T.StructType, name: str, indent: str) -> list[str]:
             key = _scalar(kind.keyType, field.name)
             if key in ("double", "float", "bytes"):
                 raise ValueError(f"field {field.name!r}: a map key of {kind.keyType.simpleString()}")
-            value = _proto_field(kind.valueType, field.name, nested, indent)
+            entry = inner.fields_by_name["value"].message_type if inner is not None else None
+            value = _proto_field(kind.valueType, field.name, nested, indent, entry)
             fields.append(f"{indent}  map<{key}, {value}> {field.name} = {number};")
             continue
-        fields.append(f"{indent}  {label}{_proto_field(kind, field.name, nested, indent)} {field.name} = {number};")
+        fields.append(f"{indent}  {label}{_proto_field(kind, field.name, nested, indent, inner)} {field.name} = "
+                      f"{number};")  # fmt: skip
+    if reserved:
+        fields.append(f"{indent}  reserved {', '.join(map(str, sorted(reserved)))};")
     return [f"{indent}message {name} {{", *nested, *fields, f"{indent}}}"]
 
 
-def _proto_field(kind: T.DataType, field: str, nested: list[str], indent: str) -> str:
+def _proto_field(kind: T.DataType, field: str, nested: list[str], indent: str, before: Any = None) -> str:
     if isinstance(kind, T.StructType):
         name = f"{field[:1].upper()}{field[1:]}Message"  # a nested type and a field share the message's scope
-        nested += _message(kind, name, indent + "  ")
+        nested += _message(kind, name, indent + "  ", before)
         return name
     return _scalar(kind, field)
 

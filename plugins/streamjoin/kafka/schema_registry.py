@@ -154,6 +154,12 @@ def writer_schema(config: RegistryConfig, schema_id: int) -> str:
     return str(_call(config, f"schema id {schema_id}", client(config).get_schema, schema_id).schema_str)
 
 
+def latest_schema(config: RegistryConfig, subject: str) -> str | None:
+    """The schema of ``subject``'s latest version now (None: no versions); not cached."""
+    versions = subject_versions(config, subject)
+    return writer_schema(config, versions[-1][1]) if versions else None
+
+
 @cache
 def _latest_reader(config: RegistryConfig, subject: str) -> str:
     """The subject's latest schema when first asked in this process (the job's start)."""

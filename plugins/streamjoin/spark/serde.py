@@ -272,17 +272,19 @@ def json_schema_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
 
 def protobuf_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
     """The ``.proto`` of the values ``sink`` gets (:func:`~streamjoin.kafka.protobuf.proto_schema` of their Spark
-    type: message ``streamjoin.<topic>``), registered under the sink's subject (once per process and schema).
+    type: message ``streamjoin.<topic>``, its fields numbered as in the subject's latest version), registered under
+    the sink's subject (once per process and schema).
 
     :raises SchemaRegistrationError: the registry refuses it (terminal)
     """
     from streamjoin.kafka import protobuf
-    from streamjoin.kafka.schema_registry import register_output
+    from streamjoin.kafka.schema_registry import latest_schema, register_output, registry_config
 
     try:
         if not isinstance(value_type, T.StructType):
             raise ValueError(f"a struct, not {value_type.simpleString()}")
-        schema = protobuf.proto_schema(value_type, sink.record_name)
+        previous = latest_schema(registry_config(sink.registry_conn_id), sink.subject)
+        schema = protobuf.proto_schema(value_type, sink.record_name, previous)
     except ValueError as exc:
         raise SpecError("<spec>", "join.joiner.select", value_type.simpleString(),
                         f"a value Protobuf can hold for output {sink.topic!r} ({exc})") from None  # fmt: skip
