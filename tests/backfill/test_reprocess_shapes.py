@@ -1,4 +1,5 @@
-"""Batch output equals the stream's output for a day, for stream-stream (windowed, left) and table-table."""
+"""Batch output equals the stream's output for a day, for stream-stream (windowed, left), table-table and a chain
+of three inputs."""
 
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ SHAPES = {
         "inputs": {"views": {"role": "table"}, "clicks": {"role": "table"}},
         "join": {"shape": "table-table", "kind": "outer", "left": "views", "right": "clicks"},
     },
+    # a chain of three inputs (issue 38): views left-join a table, then left-join a global table
+    "chain": {
+        "inputs": {"views": {"role": "stream"}, "users": {"role": "table"}, "pages": {"role": "global_table"}},
+        "joins": [{"shape": "stream-table", "kind": "left", "left": "views", "right": "users"},
+                  {"shape": "stream-globaltable", "kind": "left", "right": "pages"}],
+    },
 }  # fmt: skip
 
 
@@ -47,14 +54,14 @@ def _events(spec: PipelineSpec, seed: int = 3) -> tuple[list[tuple], list[tuple]
     """Phase 1: the day before and the day, out of order by up to 20 s, 5 % arriving 2 min late, and
     tombstones on tables; phase 2: the next day's first hour, each record followed by a late one of the day."""
     rng = random.Random(seed)
-    left, right = spec.left.topic, spec.right.topic
-    table = spec.left.role.value == "table"
+    topics = [inp.topic for inp in spec.inputs.values()]
+    tables = {inp.topic for inp in spec.inputs.values() if inp.role.value != "stream"}
     start, end = day_start_ms(DAY), day_start_ms(DAY) + DAY_MS
     keys = [f"k{n}" for n in range(8)]
 
     def record(ts: int) -> tuple:
-        topic = rng.choice([left, right])
-        value = None if table and rng.random() < 0.1 else f"{topic[:5]}-{ts}".encode()
+        topic = rng.choice(topics)
+        value = None if topic in tables and rng.random() < 0.1 else f"{topic[:5]}-{ts}".encode()
         return (topic, rng.choice(keys).encode(), value, ts, [])
 
     timed = []

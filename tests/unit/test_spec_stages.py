@@ -158,8 +158,8 @@ def test_the_last_stage_has_no_output_of_its_own_and_stage_names_are_unique() ->
     ) == [("joins[0].name", "regions")]
 
 
-def test_the_kernel_refuses_a_chain_or_a_self_join_at_plan_time() -> None:
-    from streamjoin.core.join_plan import JoinPlan, ReferenceOnlyError
+def test_the_kernel_plans_a_chain_per_stage_and_refuses_what_it_cannot_run_yet() -> None:
+    from streamjoin.core.join_plan import JoinPlan, ReferenceOnlyError, stage_specs
 
     chain = parse_spec(
         _spec(
@@ -169,14 +169,24 @@ def test_the_kernel_refuses_a_chain_or_a_self_join_at_plan_time() -> None:
             ]
         )
     )
-    with pytest.raises(ReferenceOnlyError, match=r"chained joins run in the reference engine only for now: stage 2 "
-                       r"\(joins\[1\]: stream-table inner of stage1 with products\)") as caught:  # fmt: skip
+    plans = JoinPlan.stages_of(chain)
+    assert [(p.shape, p.kind) for p in plans] == [("stream-table", "left"), ("stream-table", "inner")]
+    second = stage_specs(chain)[1]  # the previous stage's result is its left input, keyed as stage 1's left
+    assert second.left.topic == "<stage1>" and second.left.role.value == "stream" and second.aggregate is None
+    assert list(second.inputs)[:-1] == list(chain.inputs)  # the inputs' positions order the batch
+    with pytest.raises(ValueError, match="a join plan per stage"):
         JoinPlan.of(chain)
+    table = {"topic": "t", "role": "table"}
+    shared = _spec([{"shape": "table-table", "kind": "inner", "left": "clicks", "right": "regions"},
+                    {"shape": "table-table", "kind": "left", "right": "regions"}])  # fmt: skip
+    shared["inputs"] |= {"clicks": {**table, "topic": "c"}, "regions": {**table, "topic": "r"}}
+    with pytest.raises(ReferenceOnlyError, match="input 'regions' is a table that several table-table") as caught:
+        JoinPlan.stages_of(parse_spec(shared))
     assert not caught.value.transient
     from streamjoin.spark.reprocess import reprocess_day
 
-    with pytest.raises(ReferenceOnlyError, match="chained joins"):  # before it reads anything
-        reprocess_day(None, chain, None, None, home=Path("/nonexistent"))  # type: ignore[arg-type]
+    with pytest.raises(ReferenceOnlyError, match="several table-table stages"):  # before it reads anything
+        reprocess_day(None, parse_spec(shared), None, None, home=Path("/nonexistent"))  # type: ignore[arg-type]
     self_join = {"shape": "stream-stream", "kind": "inner", "left": "clicks", "right": "clicks", "window": WINDOW}
     with pytest.raises(ReferenceOnlyError, match="self-joins run in the reference engine only for now: input 'clicks'"):
         JoinPlan.of(parse_spec(_spec(join=self_join)))
@@ -215,16 +225,16 @@ def test_plan_shows_every_stage_and_co_partitions_the_chains_inputs(
     out = capsys.readouterr().out
     assert "join stages (2):" in out
     assert (
-        "stage 1 (joins[0]): clicks left stream-globaltable campaigns -> a stream to the next stage (and "
-        "with-campaign: spec only, not written yet); no co-partitioning (a global table); internal topics: none; "
-        "stores: default" in out
+        "stage 1 (joins[0]): clicks left stream-globaltable campaigns -> a stream to the next stage and "
+        "with-campaign; no co-partitioning (a global table); internal topics: none; stores: default" in out
     )
     assert (
         "stage 2 (joins[1]): stage1's result left stream-table regions -> a stream to joined; co-partitioned: "
         "clicks and regions; internal topics: none; stores: default" in out
     )
     assert "the chain adds no internal topic: every stage's result keeps the key and partitions of 'clicks'" in out
-    assert "the kernel refuses it: pipeline p: chained joins run in the reference engine only for now" in out
+    assert "the kernel refuses it" not in out  # an earlier stage's output is written too, to a topic planned
+    assert "with-campaign (output, 4 partitions" in out
     assert main(["validate", str(path)]) == 0
 
 

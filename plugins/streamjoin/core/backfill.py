@@ -110,11 +110,10 @@ class BackfillPlan:
 
 
 def lookback_ms(spec: PipelineSpec) -> int:
-    """How far before day start stream topics are read: records there can join records of the day."""
-    join = spec.join
-    if join.shape is Shape.STREAM_STREAM and join.window is not None:
-        return join.window.before + join.window.after + join.grace
-    return 0
+    """How far before day start stream topics are read: records there can join records of the day (through
+    every windowed stage of a chain)."""
+    return sum(join.window.before + join.window.after + join.grace for join in spec.stages
+               if join.shape is Shape.STREAM_STREAM and join.window is not None)  # fmt: skip
 
 
 def plan_day(spec: PipelineSpec, day: date | str, *, lateness_ms: int = DEFAULT_LATENESS_MS) -> BackfillPlan:
@@ -126,7 +125,7 @@ def plan_day(spec: PipelineSpec, day: date | str, *, lateness_ms: int = DEFAULT_
     day = parse_day(day)
     start = day_start_ms(day)
     end = start + DAY_MS
-    grace = max(spec.join.grace, lateness_ms)
+    grace = max(*(join.grace for join in spec.stages), lateness_ms)
     reads = []
     for inp in join_view(spec).inputs.values():  # a repartitioned input: its internal topic, as the stream read it
         if inp.role is Role.STREAM:

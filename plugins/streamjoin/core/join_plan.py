@@ -13,8 +13,8 @@ import json
 from dataclasses import asdict, dataclass
 
 from streamjoin.core.errors import StreamJoinError
-from streamjoin.core.shapes import SHAPES, Shape
-from streamjoin.core.spec import Emit, Format, PipelineSpec
+from streamjoin.core.shapes import SHAPES, Shape, traits
+from streamjoin.core.spec import Emit, Format, Input, Join, PipelineSpec, Role, Serde
 
 #: the stores of a task, by name (the kernel's ``StoreAdapter``): the join's, a foreign-key join's second
 #: stage's, an aggregate's totals and a table aggregate's last contribution per result key
@@ -54,33 +54,68 @@ class UnknownShapeError(StreamJoinError):
 
 
 class ReferenceOnlyError(StreamJoinError):
-    """A spec the kernel does not run yet: several join stages (``joins:``) or a stream-stream self-join (one input
-    on both sides). Terminal: the job refuses it at its start rather than run it wrong (issue 38)."""
+    """A spec the kernel does not run yet (:func:`refusal`): a stream-stream self-join (one input on both sides), a
+    table two table-table stages join. Terminal: the job refuses it at its start rather
+    than run it wrong (issue 38)."""
 
     def __init__(self, pipeline: str, what: str) -> None:
         self.pipeline, self.what = pipeline, what
         super().__init__(
-            f"pipeline {pipeline}: {what}; the kernel runs one join of two inputs: check the spec with `streamjoin "
-            "replay` (the reference engine), or split it into pipelines of one join each until the kernel runs it"
+            f"pipeline {pipeline}: {what}: `streamjoin replay` runs it (the reference engine); to stream it, change "
+            "the spec as this says, or split it into pipelines until the kernel runs it"
         )
 
 
 def refusal(spec: PipelineSpec) -> ReferenceOnlyError | None:
-    """Why the kernel cannot run ``spec`` yet (None: it can)."""
-    if spec.chained:
-        later = spec.stages[1]
+    """Why the kernel cannot run ``spec`` yet (None: it can). It runs chains (``spark/chain.py``: each stage one
+    kernel call with its own stores) except where stages must share state: a table input joined by two
+    table-table stages (Kafka Streams keeps that table once, updated before either stage joins it)."""
+    tables = [inp for stage in spec.stages if stage.shape is Shape.TABLE_TABLE
+              for inp in (stage.left, stage.right) if inp in spec.inputs]  # fmt: skip
+    shared = sorted({name for name in tables if tables.count(name) > 1})
+    if shared:
         return ReferenceOnlyError(
-            spec.name,
-            f"chained joins run in the reference engine only for now: stage 2 ({spec.stage_path(1)}: "
-            f"{later.shape.value} {later.kind.value} of {later.left} with {later.right}) joins the result of stage 1",
-        )
-    if spec.join.left == spec.join.right:
-        return ReferenceOnlyError(
-            spec.name,
-            f"self-joins run in the reference engine only for now: input {spec.join.left!r} is on both sides of "
-            f"{spec.stage_path(0)}",
-        )
+            spec.name, f"input {shared[0]!r} is a table that several table-table stages join; those chains run in "
+            "the reference engine only for now",
+        )  # fmt: skip
+    for index, stage in enumerate(spec.stages):
+        if stage.left == stage.right:
+            return ReferenceOnlyError(
+                spec.name,
+                f"self-joins run in the reference engine only for now: input {stage.left!r} is on both sides of "
+                f"{spec.stage_path(index)}",
+            )
     return None
+
+
+def stage_specs(spec: PipelineSpec) -> list[PipelineSpec]:
+    """One one-join spec per stage (``[spec]`` for ``join:``). Stage N > 1's left input is the previous stage's
+    result: topic ``<name>`` (as the reference engine names it), a stream or a table as that stage yields, keyed as
+    stage 1's left input. Every stage keeps the spec's inputs in their order (their position is the batch ordering
+    rule's tie-breaker); the aggregate goes with the last stage."""
+    if not spec.chained:
+        return [spec]
+    stages = []
+    for index, join in enumerate(spec.stages):
+        inputs = dict(spec.inputs)
+        if index > 0:
+            inputs[join.left] = _result_input(spec, spec.stages[index - 1])
+        last = index == len(spec.stages) - 1
+        stages.append(spec.model_copy(update={
+            "inputs": inputs, "join": join, "earlier_joins": (), "aggregate": spec.aggregate if last else None,
+        }))  # fmt: skip
+    return stages
+
+
+def _result_input(spec: PipelineSpec, stage: Join) -> Input:
+    role = Role.TABLE if traits(stage.shape).table_result else Role.STREAM
+    return Input.model_construct(topic=result_topic(stage), role=role, key=spec.left.key,
+                                 value=Serde.model_construct(format=Format.JSON))  # fmt: skip
+
+
+def result_topic(stage: Join) -> str:
+    """What a stage's results are called where a topic would be (a dead letter's ``source_topic``)."""
+    return f"<{stage.name or 'join'}>"
 
 
 def stage_label(spec: PipelineSpec, index: int) -> str:
@@ -128,7 +163,7 @@ def describe_stages(spec: PipelineSpec) -> list[str]:
         else:
             out = "the next stage"
             if stage.output is not None:
-                out += f" (and {stage.output.topic}: spec only, not written yet)"
+                out += f" and {stage.output.topic}"
         what = "table" if shape.table_result else "stream"
         internal = ", ".join(stage_internal_topics(spec, index)) or "none"
         lines.append(f"  stage {index + 1}{f' {stage.name}' if named else ''} ({spec.stage_path(index)}): {left} "
@@ -176,11 +211,14 @@ class JoinPlan:
         """The plan of ``spec``'s join and aggregate.
 
         :raises UnknownShapeError: the spec's shape is not in :data:`KERNEL_SHAPES`.
-        :raises ReferenceOnlyError: several join stages, or a self-join.
+        :raises ReferenceOnlyError: see :func:`refusal`.
+        :raises ValueError: a chained spec: each stage has its plan (``spark/chain.stage_specs``)
         """
         refused = refusal(spec)
         if refused is not None:
             raise refused
+        if spec.chained:
+            raise ValueError(f"pipeline {spec.name}: a chained spec has a join plan per stage (chain.stage_specs)")
         join = spec.join
         join_stores = KERNEL_SHAPES.get(join.shape)
         if join_stores is None:
@@ -204,6 +242,18 @@ class JoinPlan:
             aggregate="none" if spec.aggregate is None else Emit(spec.aggregate.emit).value,
             stores=tuple(stores),
         )
+
+    @classmethod
+    def stages_of(cls, spec: PipelineSpec) -> list[JoinPlan]:
+        """Every stage's plan (one for ``join:``), in order: what the job's start checks with the kernel.
+
+        :raises ReferenceOnlyError: see :func:`refusal`.
+        :raises UnknownShapeError: a stage's shape is not in :data:`KERNEL_SHAPES`.
+        """
+        refused = refusal(spec)
+        if refused is not None:
+            raise refused
+        return [cls.of(stage) for stage in stage_specs(spec)]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

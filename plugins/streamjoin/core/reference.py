@@ -345,7 +345,11 @@ class ReferenceEngine:
             partition = partition if row is None else row.partition
             following = self.stages[stage.index + 1]
             role = Role.TABLE if traits(stage.shape).table_result else Role.STREAM
-            return self._feed(following, Record(stage.topic, result.key, value, result.ts, partition), Side.LEFT, role)
+            sink = stage.join.output
+            written = [] if sink is None or sink.topic is None else [  # the stage's own output, then the next stage
+                Emitted(sink.topic, result.key, output_value(value, sink.value_format), result.ts)]  # fmt: skip
+            return written + self._feed(following, Record(stage.topic, result.key, value, result.ts, partition),
+                                        Side.LEFT, role)  # fmt: skip
         value = output_value(value, self.spec.output.value_format)
         joined = Emitted(self.output_topic, result.key, value, result.ts)
         return [joined, *self._aggregate(joined)]

@@ -196,11 +196,14 @@ def plan_topics(spec: PipelineSpec) -> TopicPlan:
         if input_.repartition:
             policy = DELETE if input_.role is Role.STREAM else COMPACT
             topics.append(topic(spec.repartition_topic(name), TopicRole.REPARTITION, policy, group))
-    if spec.output.topic is not None:
-        if traits(spec.join.shape).table_result:
-            topics.append(topic(spec.output.topic, TopicRole.OUTPUT_TABLE, COMPACT))
+    # the last stage's output, and an earlier stage's of its own
+    for stage, sink in [(stage, stage.output) for stage in spec.earlier_joins] + [(spec.join, spec.output)]:
+        if sink is None or sink.topic is None:
+            continue
+        if traits(stage.shape).table_result:
+            topics.append(topic(sink.topic, TopicRole.OUTPUT_TABLE, COMPACT))
         else:
-            topics.append(topic(spec.output.topic, TopicRole.OUTPUT, DELETE))
+            topics.append(topic(sink.topic, TopicRole.OUTPUT, DELETE))
     if spec.aggregate is not None and spec.aggregate.output.topic is not None:
         topics.append(topic(spec.aggregate.output.topic, TopicRole.AGGREGATE_OUTPUT, COMPACT))
     topics.append(

@@ -16,18 +16,20 @@ from pyspark.sql import types as T
 
 from streamjoin.core.spec import Aggregate, Reduce
 from streamjoin.spark.events import ORDER
-from streamjoin.spark.projection import selector
+from streamjoin.spark.projection import is_json_text, selector
 
 
 def staged_results(results: DataFrame, agg: Aggregate) -> DataFrame:
     """The join results an aggregate reads: ``group`` (null for a rejected result), ``amount``, ``ts``, ``__sub``,
     ``ORDER`` and ``__letter`` (a rejected result's key, value and reason; null for an accepted one). A
     tombstone adds nothing."""
-    amount = F.lit(1).cast("long") if agg.reduce is Reduce.COUNT else selector(agg.value, T.LongType())  # type: ignore[arg-type]
+    json_value = is_json_text(results)
+    amount = (F.lit(1).cast("long") if agg.reduce is Reduce.COUNT
+              else selector(agg.value, T.LongType(), json_value=json_value))  # type: ignore[arg-type]  # fmt: skip
     projected = results.filter(~F.col("tomb_out")).select(
         "key",
         "value",
-        selector(agg.group_by, T.StringType()).alias("group"),
+        selector(agg.group_by, T.StringType(), json_value=json_value).alias("group"),
         amount.alias("amount"),
         "ts",
         "__sub",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property, partial
+from functools import cached_property, partial, reduce
 from typing import Any, Protocol
 
 from pyspark.sql import DataFrame
@@ -17,7 +17,8 @@ from pyspark.sql import types as T
 
 from streamjoin.core.errors import SpecError
 from streamjoin.core.shapes import ROLE_RANK, Shape, traits
-from streamjoin.core.spec import Format, Joiner, PipelineSpec, Role
+from streamjoin.core.spec import Format, Joiner, PipelineSpec, Role, Sink
+from streamjoin.spark import chain
 from streamjoin.spark.aggregate import rejected_results, staged_results
 from streamjoin.spark.events import (
     BatchSummary,
@@ -31,7 +32,7 @@ from streamjoin.spark.kernel import KernelResults, committed, kernel_join
 from streamjoin.spark.kernel import aggregate as kernel_aggregate
 from streamjoin.spark.projection import is_json_text, joined_value
 from streamjoin.spark.sinks import encode_key, encode_value
-from streamjoin.spark.state import KernelCheckpoint, KernelCommit
+from streamjoin.spark.state import KERNEL_DIR, KernelCheckpoint, KernelCommit
 from streamjoin.spark.table_aggregate import kernel_staged_table_results
 from streamjoin.spark.templates import templated
 
@@ -61,6 +62,9 @@ class BatchOutput:
     #: what this batch cached (first the decoded batch: Kafka is read once); the caller unpersists them
     #: with :meth:`release` once the outputs are written
     cached: tuple[Unpersistable, ...] = ()
+    #: a chain's earlier stages that name an ``output``: it, and their results (columns as :attr:`results`;
+    #: ``__sub`` their emission order in their task)
+    stage_results: tuple[tuple[Sink, DataFrame], ...] = ()
 
     @cached_property
     def summary(self) -> BatchSummary:
@@ -81,55 +85,121 @@ def process_batch(
     read_once: bool = False,
 ) -> BatchOutput:
     """Run one batch of Kafka-shaped rows (``key, value, topic, partition, offset, ts``) through the kernel,
-    its stores read at ``checkpoint`` (``KernelCheckpoint(None)``: a fresh state in a temporary folder).
+    its stores read at ``checkpoint`` (``KernelCheckpoint(None)``: a fresh state in a temporary folder). A chained
+    spec (``joins:``) runs its stages one after the other in the same job (:mod:`~streamjoin.spark.chain`).
 
     :param file_order: process rows in ``offset`` order as one task (replay: offsets are line numbers)
         instead of the batch ordering rule.
     :param aligned: ``raw`` is :func:`~streamjoin.spark.source.read_task_ranges`' frame: partition t holds
         task t's records (a global table's in every partition), which the join takes without a shuffle
     """
-    spec_json = spec.model_dump_json()  # names the pipeline's batch programs (templated), once a batch
-    decoded = decode_batch(raw, spec, spec_json).persist()
-    join = spec.join
+    stages = chain.stage_specs(spec)  # [spec] for one join
     read_once = read_once and spec.aggregate is None
-    kernel = kernel_join(decoded, spec, checkpoint, file_order=file_order, aligned=aligned, read_once=read_once)
-    cached: tuple[Unpersistable, ...] = (decoded, kernel)
-    results = templated(
-        kernel.frame, f"results {spec_json}",
-        lambda rows: with_joined_value(rows, join.joiner, spec.output.value_format),
-    )  # fmt: skip
-    replicated = aligned and not file_order and any(i.role is Role.GLOBAL_TABLE for i in spec.inputs.values())
-    if replicated:  # each record once: a global table's at its home task, as the kernel counts it
-        tasks = spec.kafka.partitions
-        decoded_once = templated(decoded, f"once {tasks}", partial(_home_copies, tasks=tasks))
-    else:
-        decoded_once = decoded
-    dead_letters = templated(decoded_once, f"dead letters {spec_json}", rejected_records)
+    ran: list[_Ran] = []
+    joined: DataFrame | None = None
+    written: list[tuple[Sink, DataFrame]] = []
+    for index, stage in enumerate(stages):
+        last = index == len(stages) - 1
+        sink = None if last else stage.join.output
+        ran.append(_run_stage(raw, spec, index, stage, joined, checkpoint, file_order=file_order, aligned=aligned,
+                              read_once=read_once if last else sink is None))  # fmt: skip
+        kernel = ran[-1].kernel
+        frame = chain.with_emission_order(kernel.frame, last=last) if spec.chained else kernel.frame
+        fmt = spec.output.value_format if last else Format.JSON
+        left_json = index > 0 and stages[index - 1].join.joiner.function is not None
+        value = partial(with_joined_value, joiner=stage.join.joiner, fmt=fmt, left_json=left_json)
+        joined = templated(frame, f"results {fmt} {ran[-1].spec_json}", value)
+        if sink is not None:  # an earlier stage's result written too, in its sink's format
+            out = with_joined_value(frame.withColumn("__sub", F.col(chain.EMITTED).cast("int")), stage.join.joiner,
+                                    sink.value_format, left_json=left_json)  # fmt: skip
+            written.append((sink, out.withColumn("key", output_key(F.col("key"), spec))))
+    assert joined is not None
+    last_stage, kernel = stages[-1], ran[-1].kernel
+    spec_json = ran[-1].spec_json
+    dead_letters = _dead_letters(ran)
     aggregates = None
+    cached: tuple[Unpersistable, ...] = tuple(item for r in ran for item in (r.decoded, r.kernel))
     if spec.aggregate is not None:
-        if traits(join.shape).table_result:
-            stage = partial(kernel_staged_table_results, agg=spec.aggregate)
-            staged = templated(results, f"table staged {spec_json}", stage)
+        if traits(last_stage.join.shape).table_result:
+            staged = templated(joined, f"table staged {spec_json}",
+                               partial(kernel_staged_table_results, agg=spec.aggregate))  # fmt: skip
             rejected = lambda s: _result_letters(rejected_results(s.filter(F.col("__letter").isNotNull())), spec)  # noqa: E731
         else:
-            staged = templated(results, f"staged {spec_json}", partial(staged_results, agg=spec.aggregate))
+            staged = templated(joined, f"staged {spec_json}", partial(staged_results, agg=spec.aggregate))
             rejected = lambda s: _result_letters(rejected_results(s), spec)  # noqa: E731
-        updates = kernel_aggregate(staged, spec, kernel, checkpoint.version, file_order=file_order)
+        updates = kernel_aggregate(staged, last_stage, kernel, checkpoint.version, file_order=file_order)
         aggregates, cached = updates.frame, (*cached, updates)
         dead_letters = dead_letters.unionByName(templated(staged, f"rejected {spec_json}", rejected))
-    lookup = join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE) and spec.right.versioned is None
+    join = last_stage.join
+    lookup = join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE) and last_stage.right.versioned is None
     return BatchOutput(
-        summary_of=partial(_kernel_summary, kernel, decoded_once),
+        summary_of=partial(_kernel_summary, ran),
         results=templated(
-            results, f"keyed {spec_json}", lambda rows: rows.withColumn("key", output_key(F.col("key"), spec))
+            joined, f"keyed {spec_json}", lambda rows: rows.withColumn("key", output_key(F.col("key"), spec))
         ),
         aggregates=aggregates,
         dead_letters=dead_letters,
-        commit=committed(spec, checkpoint),
-        results_in_order=lookup,
+        commit=KernelCommit(tuple(f for r in ran for f in r.commit.files)),
+        results_in_order=lookup and not spec.chained,
         result_count=kernel.result_count,
         cached=cached,
+        stage_results=tuple(written),
     )
+
+
+@dataclass(frozen=True)
+class _Ran:
+    """One join stage of a batch: its decoded records, its kernel results, the topics it counts and the store
+    files it commits."""
+
+    decoded: DataFrame
+    #: ``decoded`` with each record once (a global table's at its home task in an aligned batch)
+    decoded_once: DataFrame
+    kernel: KernelResults
+    #: the input topics this stage reads from the batch
+    reads: tuple[str, ...]
+    #: those whose records this stage counts (a topic two stages read: the first)
+    topics: tuple[str, ...]
+    commit: KernelCommit
+    spec_json: str
+
+
+def _run_stage(
+    raw: DataFrame,
+    spec: PipelineSpec,
+    index: int,
+    stage: PipelineSpec,
+    previous: DataFrame | None,
+    checkpoint: KernelCheckpoint,
+    *,
+    file_order: bool,
+    aligned: bool,
+    read_once: bool,
+) -> _Ran:
+    """Decode stage ``index``'s records and run them through its join on the kernel (lazily)."""
+    spec_json = stage.model_dump_json()  # names the stage's batch programs (templated), once a batch
+    topics = chain.stage_topics(spec, index)
+    rows = raw.filter(F.col("topic").isin(topics)) if spec.chained else raw
+    global_right = aligned and not file_order and stage.right.role is Role.GLOBAL_TABLE
+    if index == 0:
+        decoded = decode_batch(rows, stage, spec_json).persist()
+        stage_aligned = aligned
+        decoded_once = _home_copies(decoded, spec.kafka.partitions) if global_right else decoded
+    else:
+        assert previous is not None
+        right = decode_batch(rows, stage, spec_json, left_records=False)
+        if global_right:  # each record once: the rules' shuffle gives it to every task
+            right = _home_copies(right, spec.kafka.partitions)
+        decoded = chain.stage_input(previous, right, stage).persist()
+        stage_aligned = False
+        decoded_once = decoded
+    root = None if checkpoint.root is None else chain.root_of(checkpoint.root, index)
+    at = KernelCheckpoint(root, checkpoint.version)
+    kernel = kernel_join(decoded, stage, at, file_order=file_order, aligned=stage_aligned, read_once=read_once)
+    earlier = {t for i in range(index) for t in chain.stage_topics(spec, i)}
+    reported = tuple(t for t in topics if t not in earlier)
+    commit = committed(stage, at, chain.root_of(KERNEL_DIR, index))
+    return _Ran(decoded, decoded_once, kernel, tuple(topics), reported, commit, spec_json)
 
 
 def _home_copies(decoded: DataFrame, tasks: int) -> DataFrame:
@@ -139,17 +209,56 @@ def _home_copies(decoded: DataFrame, tasks: int) -> DataFrame:
     return decoded.filter((F.col("__rank") != F.lit(ROLE_RANK[Role.GLOBAL_TABLE])) | home)
 
 
-def _kernel_summary(kernel: KernelResults, decoded: DataFrame) -> BatchSummary:
-    """What the kernel's tasks counted as they read the batch; a job over the decoded batch if it has not
-    run yet."""
-    return summary_from_text(kernel.handle.summary()) or summarize(decoded)
+def _kernel_summary(ran: list[_Ran]) -> BatchSummary:
+    """What the kernel's tasks counted as they read the batch (each stage its :attr:`_Ran.topics`); a job over the
+    decoded batch if it has not run yet."""
+    if len(ran) == 1:
+        return summary_from_text(ran[0].kernel.handle.summary()) or summarize(ran[0].decoded_once)
+    lines = []
+    for stage in ran:
+        text = str(stage.kernel.handle.summary())
+        if not text:
+            return summarize(reduce(DataFrame.unionByName, [_only(r.decoded_once, r.topics) for r in ran]))
+        lines += [line for line in text.splitlines() if line.split("\t", 1)[0] in stage.topics]
+    return summary_from_text("\n".join(lines)) or summarize(ran[0].decoded_once.limit(0))
 
 
-def with_joined_value(results: DataFrame, joiner: Joiner, fmt: Format = Format.JSON) -> DataFrame:
+def _only(decoded: DataFrame, topics: tuple[str, ...]) -> DataFrame:
+    return decoded.filter(F.col("topic").isin(list(topics))).select("topic", "__partition", "side", "reason", "ts")
+
+
+def _dead_letters(ran: list[_Ran]) -> DataFrame:
+    """The records the stages could not process (:func:`rejected_records`); a record of an input two stages read,
+    once: the first stage's that rejected it (the reference engine's rule)."""
+    if len(ran) == 1:
+        return templated(ran[0].decoded_once, f"dead letters {ran[0].spec_json}", rejected_records)
+    letters = [
+        templated(r.decoded_once, f"dead letters {r.spec_json}", rejected_records).withColumn("__stage", F.lit(i))
+        for i, r in enumerate(ran)
+    ]
+    every = reduce(DataFrame.unionByName, letters)
+    topics = [t for r in ran for t in r.reads]
+    shared = sorted({t for t in topics if topics.count(t) > 1})
+    if not shared:
+        return every.drop("__stage")
+    keys = ("topic", "partition", "offset")
+    once = (
+        every.filter(F.col("topic").isin(shared))
+        .groupBy("topic", "partition", "offset")
+        .agg(F.min_by(F.struct(*[c for c in every.columns if c not in keys]), "__stage").alias("first"))
+        .select("topic", "partition", "offset", "first.*")
+    )
+    return every.filter(~F.col("topic").isin(shared)).unionByName(once).drop("__stage")
+
+
+def with_joined_value(
+    results: DataFrame, joiner: Joiner, fmt: Format = Format.JSON, *, left_json: bool = False
+) -> DataFrame:
     """Add ``value``: the joiner's value, null for tombstones (``tomb_out``). A function joiner is only
     called for the rows that are not tombstones.
 
     :param fmt: the output's ``value_format``
+    :param left_json: ``left`` holds JSON documents (:func:`~streamjoin.spark.projection.joined_value`)
     :raises SpecError: a ``select`` of one expression whose type the format cannot hold
     """
     if joiner.function is None:
@@ -157,7 +266,7 @@ def with_joined_value(results: DataFrame, joiner: Joiner, fmt: Format = Format.J
         out = results.withColumn("value", F.when(~F.col("tomb_out"), value))
         _check_scalar_type(out.schema["value"].dataType, joiner, fmt)
         return out
-    values = results.filter(~F.col("tomb_out")).withColumn("value", joined_value(joiner, fmt))
+    values = results.filter(~F.col("tomb_out")).withColumn("value", joined_value(joiner, fmt, left_json=left_json))
     field = values.schema["value"]
     tombstones = results.filter(F.col("tomb_out")).withColumn(
         "value", F.lit(None).cast(field.dataType).alias("value", metadata=field.metadata)

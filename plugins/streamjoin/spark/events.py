@@ -45,29 +45,38 @@ DEAD_KEY, DEAD_VALUE = "__dead_key", "__dead_value"
 LOOKUP_KEY = "__lookup"
 
 
-def decode_batch(raw: DataFrame, spec: PipelineSpec, spec_json: str | None = None) -> DataFrame:
+def decode_batch(
+    raw: DataFrame, spec: PipelineSpec, spec_json: str | None = None, *, left_records: bool = True
+) -> DataFrame:
     """Decode both sides' records into event columns, in one frame with the records that cannot be
     processed (``reason`` set, original bytes in ``__dead_key``/``__dead_value``): the one frame a caller
     caches per batch; :func:`rejected_records` are its dead letters. Built once per pipeline
     (:func:`~streamjoin.spark.templates.templated`; ``spec_json``: the spec's JSON if the caller has it), and
-    for Avro inputs once per set of their subjects' versions (listed from the registry every batch)."""
+    for Avro inputs once per set of their subjects' versions (listed from the registry every batch).
+
+    :param left_records: ``raw`` may hold the left input's records; False: a chained stage's left records are
+        the previous stage's results (``spark/chain.py``), ``raw`` holds only its right input's
+    """
     avro = batch_schemas(spec)
-    name = " ".join([f"decode {spec_json or spec.model_dump_json()}", *(a.key for a in avro.values())])
-    return templated(raw, name, lambda rows: _decode(rows, spec, avro))
+    name = " ".join([f"decode {left_records} {spec_json or spec.model_dump_json()}", *(a.key for a in avro.values())])
+    return templated(raw, name, lambda rows: _decode(rows, spec, avro, left_records))
 
 
-def _decode(raw: DataFrame, spec: PipelineSpec, avro: dict[str, AvroSchemas]) -> DataFrame:
+def _decode(raw: DataFrame, spec: PipelineSpec, avro: dict[str, AvroSchemas], left_records: bool = True) -> DataFrame:
     join = spec.join
     left, right = spec.left, spec.right
     lavro, ravro = avro.get(left.topic), avro.get(right.topic)
-    lval, lerr = decode(F.col("value"), left.value, lavro)
+    no_value = F.lit(None).cast("string")
+    lval, lerr = decode(F.col("value"), left.value, lavro) if left_records else (no_value, no_value)
     rval, rerr = decode(F.col("value"), right.value, ravro)
-    is_left = F.col("topic") == F.lit(left.topic)
+    is_left = F.col("topic") == F.lit(left.topic) if left_records else F.lit(False)
     names = list(spec.inputs)
     key, key_err = decode_key(is_left, spec)
     null_join_key = F.col("key").isNull()
     staged = raw
-    if join.shape is Shape.STREAM_GLOBALTABLE and join.key_selector is not None:
+    if join.shape is Shape.STREAM_GLOBALTABLE and join.key_selector is not None and not left_records:
+        staged = raw.withColumn(LOOKUP_KEY, no_value)
+    elif join.shape is Shape.STREAM_GLOBALTABLE and join.key_selector is not None:
         # the lookup key comes from the stream record's value (a stream record without a key may have one)
         lookup = key_selector(join.key_selector)  # over columns key (string) and lval
         staged = (
@@ -99,7 +108,7 @@ def _decode(raw: DataFrame, spec: PipelineSpec, avro: dict[str, AvroSchemas]) ->
     decoded = staged.select(
         F.when(is_left, F.lit("L")).otherwise(F.lit("R")).alias("side"),
         key.alias("key"),
-        F.when(is_left & ~dead, lval).cast(spark_type(left.value, lavro)).alias("lval"),
+        (F.when(is_left & ~dead, lval).cast(spark_type(left.value, lavro)) if left_records else no_value).alias("lval"),
         F.when(~is_left & ~dead, rval).cast(spark_type(right.value, ravro)).alias("rval"),
         F.col("value").isNull().alias("tomb"),
         F.col("ts").cast("long").alias("ts"),
@@ -114,7 +123,9 @@ def _decode(raw: DataFrame, spec: PipelineSpec, avro: dict[str, AvroSchemas]) ->
         F.when(dead, F.col("value")).alias(DEAD_VALUE),
         *lookup_column,
     )
-    if join.foreign_key is not None:  # a left value's foreign key (a function is called for live values only)
+    if join.foreign_key is not None and not left_records:
+        decoded = decoded.withColumn(LOOKUP_KEY, no_value)
+    elif join.foreign_key is not None:  # a left value's foreign key (a function is called for live values only)
         live_left = (F.col("side") == "L") & ~F.col("tomb") & F.col("reason").isNull()
         fk = key_selector(join.foreign_key, value="value")
         decoded = decoded.withColumn("value", F.col("lval")).withColumn(LOOKUP_KEY, F.when(live_left, fk))

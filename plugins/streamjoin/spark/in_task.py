@@ -30,8 +30,8 @@ log = logging.getLogger("streamjoin.job")
 
 
 def in_task(spec: PipelineSpec) -> bool:
-    """Whether the streaming job runs ``spec``'s batches in the kernel's tasks (:class:`TaskBatch`): a one-stage
-    join whose results go to one Kafka topic in the order the rules emit them, without a Spark stage after it.
+    """Whether the streaming job runs ``spec``'s batches in the kernel's tasks (:class:`TaskBatch`): one join (not
+    a chain) whose results go to one Kafka topic in the order the rules emit them, without a Spark stage after it.
 
     That is a stream-table or stream-globaltable lookup (a plain table: its results come from the stream
     record's task in the Kafka source's order, ``BatchOutput.results_in_order``) or a table-table join (a key's
@@ -44,7 +44,8 @@ def in_task(spec: PipelineSpec) -> bool:
     join = spec.join
     lookup = join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE) and spec.right.versioned is None
     return (
-        (lookup or join.shape is Shape.TABLE_TABLE)
+        not spec.chained
+        and (lookup or join.shape is Shape.TABLE_TABLE)
         and join.foreign_key is None
         and join.joiner.function is None
         and spec.aggregate is None

@@ -40,6 +40,7 @@ from streamjoin.core.errors import (
     TopicProvisionError,
 )
 from streamjoin.core.job_files import QUERY_DIR, BatchCounts, Lease, OffsetLog, Offsets, PipelineFiles
+from streamjoin.core.join_plan import JoinPlan, stage_specs
 from streamjoin.core.ordering import source_orders
 from streamjoin.core.plans import location
 from streamjoin.core.repartition import join_view, repartitioned
@@ -186,6 +187,11 @@ class BatchWriter:
         if spec.output.files:
             write_files(_to_files(results), self.settings.path(spec.output.files.path), spec.output.files.format,
                         batch_id)  # fmt: skip
+        for sink, rows in out.stage_results:  # a chain's earlier stage with an output of its own
+            if sink.topic:
+                to_kafka.append(_to_kafka(rows, sink, sink.topic, sort=True))
+            if sink.files:
+                write_files(_to_files(rows), self.settings.path(sink.files.path), sink.files.format, batch_id)
         aggregates = None
         if spec.aggregate is not None and out.aggregates is not None:
             aggregates = out.aggregates
@@ -309,11 +315,14 @@ class StreamJob:
         :raises CheckpointLockedError: another driver runs on this checkpoint (or took it over meanwhile).
         :raises KernelMissingError: the kernel's jar is not on the classpath (terminal, before any batch).
         :raises UnknownShapeError: the driver has no plan for the spec's shape (terminal, before any batch).
+        :raises ReferenceOnlyError: a chain the kernel does not run yet (terminal, before any batch).
         :raises Py4JJavaError: the kernel refuses the join plan, naming what differs (a ``TerminalKernelException``:
             terminal, before any batch).
         :raises MissingTopicError: a topic the job writes does not exist (terminal, before any batch).
         """
-        jvm_plan(self.spark, self.spec)
+        JoinPlan.stages_of(self.spec)  # a chain the kernel does not run yet is refused first
+        for stage in stage_specs(self.spec):  # each stage's plan checked by the kernel
+            jvm_plan(self.spark, stage)
         check_topics(self.kafka, self.spec)
         self.lease.acquire()
         stop = threading.Event()

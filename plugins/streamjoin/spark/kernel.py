@@ -96,16 +96,16 @@ def aggregate(
     return KernelResults(DataFrame(batch.results(), spark), batch, spark, joined.partitions, joined.root)
 
 
-def committed(spec: PipelineSpec, checkpoint: KernelCheckpoint) -> KernelCommit:
+def committed(spec: PipelineSpec, checkpoint: KernelCheckpoint, under: str = KERNEL_DIR) -> KernelCommit:
     """The store files a batch from ``checkpoint`` commits (Spark's layout: ``<operator>/<partition>[/<store>]/
-    <version>.changelog``, the join's store at the partition's root), relative to the state root; none for a
-    temporary checkpoint."""
+    <version>.changelog``, the join's store at the partition's root), relative to the state root (``under``: the
+    stores' folder there); none for a temporary checkpoint."""
     if checkpoint.root is None:
         return KernelCommit(())
     stores = ["" if store == JOIN_STORE else f"{store}/" for store in JoinPlan.of(spec).stores]
     version = checkpoint.version + 1
     return KernelCommit(tuple(
-        f"{KERNEL_DIR}/0/{partition}/{store}{version}.changelog" for partition in range(spec.kafka.partitions)
+        f"{under}/0/{partition}/{store}{version}.changelog" for partition in range(spec.kafka.partitions)
         for store in stores
     ))  # fmt: skip
 

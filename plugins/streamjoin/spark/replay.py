@@ -30,7 +30,7 @@ from streamjoin.core.avro import decode_wire, encode_wire, wire_header
 from streamjoin.core.batch_plan import BatchPlan, RecordsIndex, plan_all
 from streamjoin.core.codec import decode, encode
 from streamjoin.core.errors import SpecError
-from streamjoin.core.join_plan import UNDECODABLE
+from streamjoin.core.join_plan import UNDECODABLE, result_topic
 from streamjoin.core.ordering import source_orders
 from streamjoin.core.spec import Format, Input, PipelineSpec, Serde
 from streamjoin.spark.engine import process_batch
@@ -253,6 +253,10 @@ def _run(
     order = ORDER
     spec_json = spec.model_dump_json()
     emitted = templated(out.results, f"replay results {spec_json}", partial(_emitted_results, spec=spec))
+    for sink, stage_rows in out.stage_results:  # a chain's earlier stage's own output
+        topic = sink.topic or "<stage>"
+        emitted = emitted.unionByName(templated(stage_rows, f"replay stage {topic} {spec_json}",
+                                                partial(_emitted_results, spec=spec, topic=topic)))  # fmt: skip
     if out.aggregates is not None and spec.aggregate is not None:
         updates = templated(out.aggregates, f"replay aggregates {spec_json}", partial(_emitted_updates, spec=spec))
         emitted = emitted.unionByName(updates)
@@ -294,12 +298,13 @@ def _run(
     return result
 
 
-def _emitted_results(results: DataFrame, spec: PipelineSpec) -> DataFrame:
-    """The join results as replay lists them: topic, key, JSON value, ts, order and source columns."""
+def _emitted_results(results: DataFrame, spec: PipelineSpec, topic: str | None = None) -> DataFrame:
+    """The join results as replay lists them: topic (``topic``, else the output's), key, JSON value, ts, order
+    and source columns."""
     source = [F.col("src_topic").alias("source_topic"), F.col("src_partition").alias("source_partition"),
               F.col("src_offset").alias("source_offset")]  # fmt: skip
     return results.select(
-        F.lit(spec.output.topic or "<join>").alias("topic"), "key", _json("value"), "ts", *ORDER,
+        F.lit(topic or spec.output.topic or "<join>").alias("topic"), "key", _json("value"), "ts", *ORDER,
         F.lit(0).alias("__stage"), "__sub", *source,
     )  # fmt: skip
 
@@ -363,7 +368,10 @@ def _dead_key(spec: PipelineSpec, topic: str, key: Any) -> Any:
 
 def _dead_value(spec: PipelineSpec, topic: str, value: Any) -> Any:
     """A dead letter's value decoded with its input's value format; a rejected join result (from the join's
-    output topic) is JSON text and stays text, as do bytes that do not decode."""
+    output topic) is JSON text and stays text, as do bytes that do not decode; a chained stage's result a later
+    stage rejected (topic ``<stage name>``) is the JSON of its value, decoded."""
+    if value is not None and topic in {result_topic(stage) for stage in spec.earlier_joins}:
+        return json.loads(bytes(value))
     try:
         return _decoded(value, spec.input_by_topic(topic)[1].value)
     except KeyError:

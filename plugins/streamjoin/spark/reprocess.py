@@ -105,7 +105,7 @@ def reprocess_day(
     size, memory bounded by the batch); publish the enriched output (and the aggregate's updates of the
     day) unless ``dry_run``; with ``stage``, into ``daily/_staging/date=D`` instead, for its check to decide
     (``core/publish.py``)."""
-    JoinPlan.of(spec)  # a spec the kernel does not run yet is refused before any read (terminal)
+    JoinPlan.stages_of(spec)  # a spec the kernel does not run yet is refused before any read (terminal)
     started = time.monotonic()
     kafka = KafkaOffsets(bootstrap)
     # a repartitioned input is read from its internal topic, as the stream read it

@@ -32,20 +32,22 @@ from pyspark.sql import types as T
 
 from streamjoin.core.spec import Aggregate, Reduce
 from streamjoin.spark.events import ORDER
-from streamjoin.spark.projection import selector
+from streamjoin.spark.projection import is_json_text, selector
 
 
 def staged_table_results(results: DataFrame, agg: Aggregate) -> DataFrame:
     """Every join result with its ``group`` and ``amount`` (null for a tombstone) and ``reason`` (a live
     result's null group or amount: it is dead-lettered), besides ``key, value, tomb_out, ts, __sub``, its
     coordinates, ``ORDER`` and ``__task`` (the join task that owns the result's key)."""
-    amount = F.lit(1).cast("long") if agg.reduce is Reduce.COUNT else selector(agg.value, T.LongType())  # type: ignore[arg-type]
+    json_value = is_json_text(results)
+    amount = (F.lit(1).cast("long") if agg.reduce is Reduce.COUNT
+              else selector(agg.value, T.LongType(), json_value=json_value))  # type: ignore[arg-type]  # fmt: skip
     live = ~F.col("tomb_out")
     coordinates = [c for c in ("__partition", "__offset") if c not in ORDER]
     kept = ["key", "value", "tomb_out", "ts", "__sub", *coordinates, *ORDER, "__task"]
     # function selectors are Python UDFs, which run for every row they are given: only give them values
     values = results.filter(live).select(
-        *kept, selector(agg.group_by, T.StringType()).alias("group"), amount.alias("amount")
+        *kept, selector(agg.group_by, T.StringType(), json_value=json_value).alias("group"), amount.alias("amount")
     )
     tombstones = results.filter(~live).select(
         *kept, F.lit(None).cast("string").alias("group"), F.lit(None).cast("long").alias("amount")

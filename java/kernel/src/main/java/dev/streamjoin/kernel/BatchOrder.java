@@ -26,12 +26,16 @@ final class BatchOrder {
     /** The good records in processing order; updates {@code clocks} ((topic, partition) -> max ts). */
     static List<Event> order(List<InternalRow> rows, Layout layout, Clocks clocks) {
         Map<String, List<Event>> queues = new HashMap<>();
+        List<Event> good = new ArrayList<>(rows.size());
         for (InternalRow row : rows) {
             Event event = new Event(row, layout);
+            if (layout.derived(row)) {
+                derived(event, layout, good);
+                continue;
+            }
             String queue = row.getUTF8String(layout.topic) + "\u0000" + event.partition;
             queues.computeIfAbsent(queue, q -> new ArrayList<>()).add(event);
         }
-        List<Event> good = new ArrayList<>(rows.size());
         for (Map.Entry<String, List<Event>> entry : queues.entrySet()) {
             List<Event> queue = entry.getValue();
             queue.sort(Comparator.comparingLong(e -> e.offset));
@@ -64,11 +68,24 @@ final class BatchOrder {
                 continue;
             }
             Event event = new Event(row, layout);
+            if (layout.derived(row)) {
+                derived(event, layout, good);
+                continue;
+            }
             event.pos = event.offset * 4 + event.rank;
             good.add(event);
         }
         good.sort(Event.PROCESSING_ORDER);
         return good;
+    }
+
+    /** A chained stage's derived record at its given place: it has no queue and moves no partition's time. */
+    private static void derived(Event event, Layout layout, List<Event> good) {
+        if (event.row.isNullAt(layout.reason)) {
+            event.pos = event.row.getLong(layout.chainPos);
+            event.seq = event.row.getLong(layout.chainSeq);
+            good.add(event);
+        }
     }
 
     /** Each queue's max timestamp so far, read from and written to the task's state. */

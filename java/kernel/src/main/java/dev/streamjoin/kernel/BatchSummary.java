@@ -58,6 +58,9 @@ final class BatchSummary extends AccumulatorV2<InternalRow, String> {
 
     @Override
     public void add(InternalRow row) {
+        if (layout.derived(row)) {
+            return; // a chained stage's result: counted by the stage that made it
+        }
         UTF8String topic = row.getUTF8String(layout.topic);
         UTF8String side = row.getUTF8String(layout.side);
         int partition = row.getInt(layout.partition);

@@ -7,11 +7,16 @@ import org.apache.spark.unsafe.types.UTF8String;
 
 /** One record of a task's batch with its place in the processing order. */
 final class Event {
-    /** (__pos, __input, __partition, __offset): docs/SEMANTICS.md, "Batch ordering rule". */
+    /**
+     * (__pos, __input, __partition, __offset): docs/SEMANTICS.md, "Batch ordering rule"; then a chained stage's
+     * derived records in the order their stage emitted them, before the triggering record itself (an input read by
+     * two stages reaches the later one after what the earlier one made of it: depth first).
+     */
     static final Comparator<Event> PROCESSING_ORDER = Comparator.<Event>comparingLong(e -> e.pos)
             .thenComparingInt(e -> e.input)
             .thenComparingInt(e -> e.partition)
-            .thenComparingLong(e -> e.offset);
+            .thenComparingLong(e -> e.offset)
+            .thenComparingLong(e -> e.seq);
 
     private static final UTF8String STREAM_SIDE = UTF8String.fromString("L");
 
@@ -23,6 +28,8 @@ final class Event {
     final long ts;
     /** the effective timestamp * 4 + the role rank (Python's {@code __pos}) */
     long pos;
+    /** a derived record's emission order in its stage; an input's record comes after them */
+    long seq = Long.MAX_VALUE;
 
     Event(InternalRow row, Layout layout) {
         this.row = row;

@@ -7,6 +7,7 @@ import java.util.List;
 
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.functions;
 
@@ -25,18 +26,29 @@ final class Layout implements Serializable {
     final int side, key, lval, rval, tomb, ts, partition, offset, rank, input, topic, reason;
     /** a global-table join's lookup key from its key selector ({@code __lookup}), or -1: the stream key */
     final int lookup;
+    /**
+     * A chained stage's derived records (the previous stage's results, Python's {@code spark/chain.py}): their place
+     * in the processing order ({@code __chain_pos}, then {@code __chain_seq} after the triggering record's input,
+     * partition and offset) and their task ({@code __chain_task}); -1 where the batch has no such columns. A row
+     * with a null {@code __chain_pos} is a record of an input.
+     */
+    final int chainPos, chainSeq, chainTask;
     final DataType leftType, rightType;
 
     /** The decoded columns the kernel reads; {@code __lookup} too where the batch has it. */
     static final List<String> INPUT = List.of("side", "key", "lval", "rval", "tomb", "ts", "__partition", "__offset",
             "__rank", "__input", "topic", "reason");
     static final String LOOKUP = "__lookup";
+    static final List<String> CHAIN = List.of("__chain_pos", "__chain_seq", "__chain_task");
 
     /** {@code decoded} cut to the columns the kernel reads (a decoded batch holds more). */
     static Dataset<Row> input(Dataset<Row> decoded) {
         List<String> names = new ArrayList<>(INPUT);
         if (Arrays.asList(decoded.columns()).contains(LOOKUP)) {
             names.add(LOOKUP);
+        }
+        if (Arrays.asList(decoded.columns()).contains(CHAIN.get(0))) {
+            names.addAll(CHAIN);
         }
         return decoded.select(names.stream().map(functions::col).toArray(Column[]::new));
     }
@@ -54,9 +66,18 @@ final class Layout implements Serializable {
         input = in.fieldIndex("__input");
         topic = in.fieldIndex("topic");
         reason = in.fieldIndex("reason");
-        lookup = Arrays.asList(in.fieldNames()).indexOf(LOOKUP);
+        List<String> names = Arrays.asList(in.fieldNames());
+        lookup = names.indexOf(LOOKUP);
+        chainPos = names.indexOf(CHAIN.get(0));
+        chainSeq = names.indexOf(CHAIN.get(1));
+        chainTask = names.indexOf(CHAIN.get(2));
         leftType = in.fields()[lval].dataType();
         rightType = in.fields()[rval].dataType();
+    }
+
+    /** Whether {@code row} is a chained stage's derived record (its order and task given), not an input's. */
+    boolean derived(InternalRow row) {
+        return chainPos >= 0 && !row.isNullAt(chainPos);
     }
 
     /** The kernel's result columns, in order (the driver's plan must name the same). */

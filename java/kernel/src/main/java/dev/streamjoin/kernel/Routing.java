@@ -11,11 +11,15 @@ final class Routing {
 
     /**
      * The join tasks of a decoded row: task t gets Kafka partition t of every input (co-partitioned), every task
-     * a global table's records (each keeps a replica); one task in replay's file order.
+     * a global table's records (each keeps a replica), a chained stage's derived record its result's task; one task
+     * in replay's file order.
      */
     static int[] joinTasks(InternalRow row, Layout layout, int tasks, boolean fileOrder) {
         if (fileOrder) {
             return new int[] {0};
+        }
+        if (layout.derived(row)) {
+            return new int[] {row.getInt(layout.chainTask)};
         }
         if (row.getInt(layout.rank) == 0) {
             return IntStream.range(0, tasks).toArray();
