@@ -41,17 +41,18 @@ def _read_events(path: Path) -> list[dict[str, Any]]:
 
 
 def _reference_replay(spec: Any, records: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
-    """A spec the kernel does not run yet (several join stages, a self-join) replayed by the reference engine."""
+    """A spec the kernel does not run yet (``join_plan.refusal``: a self-join, a table two table-table stages join)
+    replayed by the reference engine."""
+    from streamjoin.core.join_plan import refusal
     from streamjoin.core.records import record_from_dict
     from streamjoin.core.reference import ReferenceEngine
 
+    why = refusal(spec)
     if args.max_records is not None or args.sources:
         option = "--max-records" if args.max_records is not None else "--sources"
         how = "the reference engine replays it: in file order, or with --batch as one batch"
-        raise SystemExit(f"{args.spec}: {option} is not available yet for a spec of several join stages or a "
-                         f"self-join ({how})")  # fmt: skip
-    print(f"{spec.name}: several join stages or a self-join: replayed by the reference engine (the kernel does not "
-          "run it yet)", file=sys.stderr)  # fmt: skip
+        raise SystemExit(f"{args.spec}: {option} is not available yet for this spec ({how}): {why}")
+    print(f"{spec.name}: replayed by the reference engine: {why}", file=sys.stderr)
     engine = ReferenceEngine(spec)
     rows = [record_from_dict(record) for record in records]
     return [row.as_dict() for row in (engine.replay_batch(rows) if args.batch else engine.replay(rows))]
