@@ -11,8 +11,8 @@ from chained_cases import (
     CASES,
     CLICKS_REGIONS_PRODUCTS,
     DASH,
-    STREAM_STREAM_SELF_JOIN_INNER,
     TABLE_FK_FK_INNER_INNER,
+    TABLE_TABLE_TABLE,
     ChainCase,
 )
 from streamjoin.core.records import Record, final_tables
@@ -89,15 +89,16 @@ def test_a_foreign_key_result_goes_on_in_its_left_keys_task() -> None:
 
 
 def test_streamjoin_replay_runs_what_the_kernel_refuses_in_the_reference_engine(tmp_path: Any, capsys: Any) -> None:
-    """The kernel refuses a self-join: ``streamjoin replay`` replays it with the reference engine (no Spark)."""
+    """The kernel refuses a table two table-table stages join: ``streamjoin replay`` replays it with the reference
+    engine (no Spark)."""
     import json
 
     import yaml
 
     from streamjoin.cli import main
 
-    case = STREAM_STREAM_SELF_JOIN_INNER
-    spec_file, events = tmp_path / "self.yaml", tmp_path / "events.jsonl"
+    case = TABLE_TABLE_TABLE[0]
+    spec_file, events = tmp_path / "chain.yaml", tmp_path / "events.jsonl"
     spec_file.write_text(yaml.safe_dump(case.spec.model_dump(mode="json", by_alias=True, exclude_none=True)))
     events.write_text("".join(json.dumps({"topic": r.topic, "key": r.key, "value": r.value, "ts": r.ts}) + "\n"
                               for r in case.records))  # fmt: skip
@@ -105,7 +106,7 @@ def test_streamjoin_replay_runs_what_the_kernel_refuses_in_the_reference_engine(
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     expected = ReferenceEngine(case.spec).replay_batch(case.records)
     assert out == [row.as_dict() for row in expected] and len(out) > 3
-    with pytest.raises(SystemExit, match=r"--max-records is not available yet for this spec .*self-joins run in"):
+    with pytest.raises(SystemExit, match=r"--max-records is not available yet for this spec .*table-table stages"):
         main(["replay", str(spec_file), "--events", str(events), "--batch", "--max-records", "2"])
 
 

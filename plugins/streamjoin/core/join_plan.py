@@ -54,9 +54,8 @@ class UnknownShapeError(StreamJoinError):
 
 
 class ReferenceOnlyError(StreamJoinError):
-    """A spec the kernel does not run yet (:func:`refusal`): a stream-stream self-join (one input on both sides), a
-    table two table-table stages join. Terminal: the job refuses it at its start rather
-    than run it wrong (issue 38)."""
+    """A spec the kernel does not run yet (:func:`refusal`): a table two table-table stages join. Terminal: the job
+    refuses it at its start rather than run it wrong (issue 38)."""
 
     def __init__(self, pipeline: str, what: str) -> None:
         self.pipeline, self.what = pipeline, what
@@ -78,13 +77,6 @@ def refusal(spec: PipelineSpec) -> ReferenceOnlyError | None:
             spec.name, f"input {shared[0]!r} is a table that several table-table stages join; those chains run in "
             "the reference engine only for now",
         )  # fmt: skip
-    for index, stage in enumerate(spec.stages):
-        if stage.left == stage.right:
-            return ReferenceOnlyError(
-                spec.name,
-                f"self-joins run in the reference engine only for now: input {stage.left!r} is on both sides of "
-                f"{spec.stage_path(index)}",
-            )
     return None
 
 

@@ -104,13 +104,17 @@ def process_batch(
         ran.append(_run_stage(raw, spec, index, stage, joined, checkpoint, file_order=file_order, aligned=aligned,
                               read_once=read_once if last else sink is None))  # fmt: skip
         kernel = ran[-1].kernel
-        frame = chain.with_emission_order(kernel.frame, last=last) if spec.chained else kernel.frame
+        # a chain's or a self-join's results: one trigger's come from several records of the stage (derived ones,
+        # a record's two sides), each numbering its own: ordered by their emission in their task
+        numbered = spec.chained or stage.join.left == stage.join.right
+        frame = chain.with_emission_order(kernel.frame, last=last) if numbered else kernel.frame
         fmt = spec.output.value_format if last else Format.JSON
         left_json = index > 0 and stages[index - 1].join.joiner.function is not None
         value = partial(with_joined_value, joiner=stage.join.joiner, fmt=fmt, left_json=left_json)
         joined = templated(frame, f"results {fmt} {ran[-1].spec_json}", value)
         if sink is not None:  # an earlier stage's result written too, in its sink's format
-            out = with_joined_value(frame.withColumn("__sub", F.col(chain.EMITTED).cast("int")), stage.join.joiner,
+            emitted = F.col(chain.EMITTED).bitwiseAND(F.lit(0x7FFFFFFF)).cast("int")  # the row's index in its task
+            out = with_joined_value(frame.withColumn("__sub", emitted), stage.join.joiner,
                                     sink.value_format, left_json=left_json)  # fmt: skip
             written.append((sink, out.withColumn("key", output_key(F.col("key"), spec))))
     assert joined is not None
@@ -156,7 +160,7 @@ class _Ran:
     #: ``decoded`` with each record once (a global table's at its home task in an aligned batch)
     decoded_once: DataFrame
     kernel: KernelResults
-    #: the input topics this stage reads from the batch
+    #: the input topics this stage reads from the batch (a self-join's twice: it reads each record on both sides)
     reads: tuple[str, ...]
     #: those whose records this stage counts (a topic two stages read: the first)
     topics: tuple[str, ...]
@@ -181,10 +185,13 @@ def _run_stage(
     topics = chain.stage_topics(spec, index)
     rows = raw.filter(F.col("topic").isin(topics)) if spec.chained else raw
     global_right = aligned and not file_order and stage.right.role is Role.GLOBAL_TABLE
+    self_join = stage.join.left == stage.join.right
     if index == 0:
         decoded = decode_batch(rows, stage, spec_json).persist()
-        stage_aligned = aligned
+        stage_aligned = aligned and not self_join  # a self-join's batch has each record twice (events._decode)
         decoded_once = _home_copies(decoded, spec.kafka.partitions) if global_right else decoded
+        if self_join:
+            decoded_once = decoded.filter(F.col("side") == F.lit("L"))
     else:
         assert previous is not None
         right = decode_batch(rows, stage, spec_json, left_records=False)
@@ -199,7 +206,8 @@ def _run_stage(
     earlier = {t for i in range(index) for t in chain.stage_topics(spec, i)}
     reported = tuple(t for t in topics if t not in earlier)
     commit = committed(stage, at, chain.root_of(KERNEL_DIR, index))
-    return _Ran(decoded, decoded_once, kernel, tuple(topics), reported, commit, spec_json)
+    reads = (*topics, *topics) if self_join else tuple(topics)
+    return _Ran(decoded, decoded_once, kernel, reads, reported, commit, spec_json)
 
 
 def _home_copies(decoded: DataFrame, tasks: int) -> DataFrame:
@@ -212,14 +220,18 @@ def _home_copies(decoded: DataFrame, tasks: int) -> DataFrame:
 def _kernel_summary(ran: list[_Ran]) -> BatchSummary:
     """What the kernel's tasks counted as they read the batch (each stage its :attr:`_Ran.topics`); a job over the
     decoded batch if it has not run yet."""
-    if len(ran) == 1:
+    if len(ran) == 1 and len(ran[0].reads) == len(set(ran[0].reads)):
         return summary_from_text(ran[0].kernel.handle.summary()) or summarize(ran[0].decoded_once)
     lines = []
     for stage in ran:
         text = str(stage.kernel.handle.summary())
         if not text:
             return summarize(reduce(DataFrame.unionByName, [_only(r.decoded_once, r.topics) for r in ran]))
-        lines += [line for line in text.splitlines() if line.split("\t", 1)[0] in stage.topics]
+        for line in text.splitlines():
+            topic, _partition, side = line.split("\t", 3)[:3]
+            # a self-join's record counted once: as its left side's
+            if topic in stage.topics and (side == "L" or stage.reads.count(topic) == 1):
+                lines.append(line)
     return summary_from_text("\n".join(lines)) or summarize(ran[0].decoded_once.limit(0))
 
 
@@ -230,14 +242,19 @@ def _only(decoded: DataFrame, topics: tuple[str, ...]) -> DataFrame:
 def _dead_letters(ran: list[_Ran]) -> DataFrame:
     """The records the stages could not process (:func:`rejected_records`); a record of an input two stages read,
     once: the first stage's that rejected it (the reference engine's rule)."""
-    if len(ran) == 1:
-        return templated(ran[0].decoded_once, f"dead letters {ran[0].spec_json}", rejected_records)
-    letters = [
-        templated(r.decoded_once, f"dead letters {r.spec_json}", rejected_records).withColumn("__stage", F.lit(i))
-        for i, r in enumerate(ran)
-    ]
-    every = reduce(DataFrame.unionByName, letters)
     topics = [t for r in ran for t in r.reads]
+    if len(ran) == 1 and len(topics) == len(set(topics)):
+        return templated(ran[0].decoded_once, f"dead letters {ran[0].spec_json}", rejected_records)
+    letters = []
+    for i, r in enumerate(ran):
+        if len(r.reads) == len(set(r.reads)):
+            copies = [(r.decoded_once, 0)]
+        else:  # a self-join: its left side's dead letter before its right side's
+            copies = [(r.decoded.filter(F.col("side") == F.lit(side)), n) for n, side in enumerate("LR")]
+        for frame, n in copies:
+            rejected = templated(frame, f"dead letters {r.spec_json}", rejected_records)
+            letters.append(rejected.withColumn("__stage", F.lit(2 * i + n)))
+    every = reduce(DataFrame.unionByName, letters)
     shared = sorted({t for t in topics if topics.count(t) > 1})
     if not shared:
         return every.drop("__stage")

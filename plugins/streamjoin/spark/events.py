@@ -41,6 +41,8 @@ from streamjoin.spark.templates import templated
 ORDER = ["__pos", "__input", "__partition", "__offset"]
 #: Columns of the decoded batch that only dead letters use: the original bytes (null on good rows).
 DEAD_KEY, DEAD_VALUE = "__dead_key", "__dead_value"
+#: A self-join's copy of a record: ``L`` or ``R``, the side it is decoded for (a record is on both).
+SELF_SIDE = "__self_side"
 #: Global-table joins with a key selector: the table key each stream record looks up (computed once).
 LOOKUP_KEY = "__lookup"
 
@@ -69,7 +71,11 @@ def _decode(raw: DataFrame, spec: PipelineSpec, avro: dict[str, AvroSchemas], le
     no_value = F.lit(None).cast("string")
     lval, lerr = decode(F.col("value"), left.value, lavro) if left_records else (no_value, no_value)
     rval, rerr = decode(F.col("value"), right.value, ravro)
-    is_left = F.col("topic") == F.lit(left.topic) if left_records else F.lit(False)
+    if left_records and join.left == join.right:  # a self-join (KIP-862): each record on both sides
+        raw = raw.withColumn(SELF_SIDE, F.lit("L")).unionByName(raw.withColumn(SELF_SIDE, F.lit("R")))
+        is_left = F.col(SELF_SIDE) == F.lit("L")
+    else:
+        is_left = F.col("topic") == F.lit(left.topic) if left_records else F.lit(False)
     names = list(spec.inputs)
     key, key_err = decode_key(is_left, spec)
     null_join_key = F.col("key").isNull()

@@ -10,13 +10,15 @@ final class Event {
     /**
      * (__pos, __input, __partition, __offset): docs/SEMANTICS.md, "Batch ordering rule"; then a chained stage's
      * derived records in the order their stage emitted them, before the triggering record itself (an input read by
-     * two stages reaches the later one after what the earlier one made of it: depth first).
+     * two stages reaches the later one after what the earlier one made of it: depth first); a self-join's record as
+     * its left side's, then as its right's (KIP-862: the left side's processor first).
      */
     static final Comparator<Event> PROCESSING_ORDER = Comparator.<Event>comparingLong(e -> e.pos)
             .thenComparingInt(e -> e.input)
             .thenComparingInt(e -> e.partition)
             .thenComparingLong(e -> e.offset)
-            .thenComparingLong(e -> e.seq);
+            .thenComparingLong(e -> e.seq)
+            .thenComparingInt(e -> e.side);
 
     private static final UTF8String STREAM_SIDE = UTF8String.fromString("L");
 
@@ -26,6 +28,8 @@ final class Event {
     final int input;
     final int rank;
     final long ts;
+    /** 0 the left side, 1 the right */
+    final int side;
     /** the effective timestamp * 4 + the role rank (Python's {@code __pos}) */
     long pos;
     /** a derived record's emission order in its stage; an input's record comes after them */
@@ -38,10 +42,11 @@ final class Event {
         this.input = row.getInt(layout.input);
         this.rank = row.getInt(layout.rank);
         this.ts = row.getLong(layout.ts);
+        this.side = row.getUTF8String(layout.side).equals(STREAM_SIDE) ? 0 : 1;
     }
 
     /** A stream-side record (side L), not a table update. */
     boolean stream(Layout layout) {
-        return row.getUTF8String(layout.side).equals(STREAM_SIDE);
+        return side == 0;
     }
 }
