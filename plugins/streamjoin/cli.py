@@ -41,7 +41,7 @@ def _read_events(path: Path) -> list[dict[str, Any]]:
 
 
 def _reference_replay(spec: Any, records: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
-    """A spec the kernel does not run yet (``join_plan.refusal``: a self-join, a table two table-table stages join)
+    """A spec the kernel does not run yet (``join_plan.refusal``: a table two table-table stages join)
     replayed by the reference engine."""
     from streamjoin.core.join_plan import refusal
     from streamjoin.core.records import record_from_dict
