@@ -44,12 +44,14 @@ IN_ORDER = _one_per_family([s for s in load_scenarios() if processing_order(s.in
 
 
 def renamed(spec: PipelineSpec, suffix: str) -> tuple[PipelineSpec, dict[str, str]]:
-    """The scenario's spec with unique topic names (and single-partition topics, as in the scenario)."""
+    """The scenario's spec with unique topic names (inputs, outputs, a chain stage's output, dead letters) and
+    single-partition topics, as in the scenario."""
     data = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     names: dict[str, str] = {}
     for spec_input in data["inputs"].values():
         names[spec_input["topic"]] = spec_input["topic"] = spec_input["topic"] + suffix
-    for sink in (data.get("output"), (data.get("aggregate") or {}).get("output")):
+    stage_outputs = [stage.get("output") for stage in data.get("joins") or []]
+    for sink in (data.get("output"), (data.get("aggregate") or {}).get("output"), *stage_outputs):
         if sink and sink.get("topic"):
             names[sink["topic"]] = sink["topic"] = sink["topic"] + suffix
     names[data["dead_letter_topic"]] = data["dead_letter_topic"] = data["dead_letter_topic"] + suffix
@@ -231,3 +233,94 @@ def _kafka_bytes(topic: str, key: Any, value: Any, headers: Any) -> tuple[Any, .
     """A Kafka record's bytes, comparable: a sink row's (``headers`` as Spark rows) or a consumed record's."""
     pairs = tuple((h[0], None if h[1] is None else bytes(h[1])) for h in headers or ())
     return topic, None if key is None else bytes(key), None if value is None else bytes(value), pairs
+
+
+# --- a chain of joins (issue 38) through the streaming job -------------------------------------------------------
+#: (input, key, value, ts) of ``chained_cases.ENRICHMENT_SPEC``: clicks left-join regions (a table, its results
+#: also written to a stage output), left-join products (a global table, by the click's product), summed per
+#: region and category; a click of a user before and after their region, a deleted region, a null key, a null
+#: value and a deleted product. ``BAD_CLICK`` is not JSON (a dead letter before the join).
+CHAIN_RECORDS: list[tuple[str, str | None, Any, int]] = [
+    ("products", "p1", "books", 0), ("products", "p2", "games", 0), ("products", "p3", "toys", 0),
+    ("regions", "alice", "eu", 1), ("clicks", "alice", {"product": "p1", "amount": 3}, 2),
+    ("clicks", "bob", {"product": "p2", "amount": 5}, 3), ("regions", "bob", "us", 4),
+    ("regions", "carol", "asia", 6), ("clicks", "carol", {"product": "p3", "amount": 1}, 7),
+    ("clicks", "bob", {"product": "p2", "amount": 7}, 8), ("regions", "alice", "asia", 12),
+    ("clicks", "alice", {"product": "p2", "amount": 2}, 13), ("clicks", None, {"product": "p1", "amount": 9}, 14),
+    ("regions", "bob", None, 16), ("clicks", "bob", {"product": "p1", "amount": 6}, 17),
+    ("clicks", "bob", None, 18), ("products", "p3", None, 24),
+]  # fmt: skip
+BAD_CLICK = ("clicks", "alice", b"{not json", 15)
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.parametrize("max_records", [3, None], ids=["batches of 3", "one batch"])
+def test_a_chain_of_three_inputs_through_the_streaming_job_equals_the_reference_at_any_batch_size(
+    spark: Any, kafka_bootstrap: str, tmp_path: Path, max_records: int | None
+) -> None:
+    """Three partitions (the global table replicated into every task; each of its records reaches stage 2
+    once), the first stage's output written beside the last's and the aggregate's: each output topic holds, per
+    key, the reference engine's changelog over the records as they lie on the broker, and the dead-letter topic
+    its dead letters plus the undecodable click's, whether the job takes three records a batch or all at once."""
+    import chained_cases
+    from streamjoin.core.records import Record
+    from streamjoin.core.reference import ReferenceEngine
+    from streamjoin.spark.job import JobSettings, run_stream
+
+    spark.sparkContext.addPyFile(str(Path(chained_cases.__file__)))  # the stages' functions, on the workers
+    spec, _ = renamed(chained_cases.ENRICHMENT_SPEC, "-" + uuid.uuid4().hex[:8])
+    data = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data["kafka"]["partitions"] = 3
+    data["trigger"] = {"processing_time": 0, "max_offsets_per_trigger": max_records}
+    spec = parse_spec(data, "test")
+    stage_output = spec.stages[0].output
+    assert stage_output is not None and stage_output.topic and spec.aggregate and spec.aggregate.output.topic
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, plan_topics(spec))
+    base = int(time.time() * 1000) - 3_600_000
+    values = {name: spec_input.value.format for name, spec_input in spec.inputs.items()}
+    produce_records(
+        kafka_bootstrap,
+        [(spec.inputs[name].topic, None if key is None else key.encode(),
+          value if isinstance(value, bytes) else encode(value, values[name]), base + ts, [])
+         for name, key, value, ts in [*CHAIN_RECORDS, BAD_CLICK]],
+    )  # fmt: skip
+    # the reference engine reads the records where the producer put them (partition, offset), the bad one left out
+    on_broker: list[Record] = []
+    for spec_input in spec.inputs.values():
+        for r in consume_all(kafka_bootstrap, spec_input.topic, timeout=30):
+            if r.value != BAD_CLICK[2]:
+                value = None if r.value is None else decode(r.value, spec_input.value.format)
+                key = None if r.key is None else r.key.decode()
+                on_broker.append(Record(spec_input.topic, key, value, r.timestamp - base, r.partition, r.offset))
+    assert len(on_broker) == len(CHAIN_RECORDS)
+    assert len({r.partition for r in on_broker if r.topic == spec.inputs["clicks"].topic}) > 1
+    on_broker.sort(key=lambda r: (r.topic, r.partition, r.offset))
+    expected = ReferenceEngine(spec).replay_batch(on_broker)
+
+    settings = JobSettings(bootstrap=kafka_bootstrap, checkpoint_dir=str(tmp_path / "ck"), available_now=True,
+                           home=str(tmp_path))  # fmt: skip
+    batches = run_stream(spark, spec, settings)
+    assert batches > 1 if max_records else batches == 1
+
+    formats = {stage_output.topic: Format.JSON, spec.output.topic: Format.JSON}
+    formats[spec.aggregate.output.topic] = Format.LONG
+    got: list[tuple[str, Any, Any, int]] = []
+    for topic, fmt in formats.items():
+        for record in consume_all(kafka_bootstrap, topic, timeout=30):
+            key = None if record.key is None else record.key.decode()
+            got.append((topic, key, decode(record.value, fmt), int(dict(record.headers)["ts"]) - base))
+    want = [(e.topic, e.key, e.value, e.ts) for e in expected if e.topic != spec.dead_letter_topic]
+    assert {t for t, *_ in want} == set(formats)
+    assert per_key(got) == per_key(want), f"expected {want}\n   got {got}"
+    dead = consume_all(kafka_bootstrap, spec.dead_letter_topic, timeout=30)
+    got_dead = sorted((r.key, dict(r.headers)["reason"].decode()[:11]) for r in dead)
+    want_dead = [(None if e.key is None else e.key.encode(), dict(e.headers)["reason"]) for e in expected
+                 if e.topic == spec.dead_letter_topic]  # fmt: skip
+    assert got_dead == sorted([*want_dead, (b"alice", "undecodable")])
+    # each record counted once (a global table's too, though every task reads it), each result of the last stage
+    status = PipelineFiles(Path(settings.checkpoint_dir)).status()
+    assert status is not None
+    totals = status.totals
+    assert (totals.input_records, totals.dead_letters) == (len(CHAIN_RECORDS) + 1, len(dead))
+    assert totals.output_records == sum(1 for topic, *_ in got if topic == spec.output.topic)
