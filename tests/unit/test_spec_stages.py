@@ -267,7 +267,7 @@ def test_validate_and_plan_name_each_stage_and_the_internal_topics_it_reads(
         assert main([command, str(path)]) == 0
         out = capsys.readouterr().out
         assert "stage 1 with_campaign (joins[0]): clicks left stream-globaltable campaigns" in out, command
-        assert stage2 in out, (command, out)
+        assert f"{stage2} (its own, in the checkpoint's state/kernel/stage2/)" in out, (command, out)
         assert "planned  p-regions-repartition (repartition" in out or command == "validate"
 
 

@@ -131,8 +131,8 @@ def stage_internal_topics(spec: PipelineSpec, index: int) -> list[str]:
 def describe_stages(spec: PipelineSpec) -> list[str]:
     """One line per join stage (``streamjoin plan`` and ``validate`` print them): its name, sides, kind and
     shape, what it yields and where to, the inputs it needs co-partitioned, the internal topics it reads, the
-    stores the kernel keeps for it; for a chain, why it needs no internal topic of its own; then why the kernel
-    refuses the spec, if it does."""
+    stores the kernel keeps for it (a later stage's apart from stage 1's); for a chain, why it needs no internal
+    topic of its own; then why the kernel refuses the spec, if it does."""
     root, last = spec.stages[0].left, len(spec.stages) - 1
     lines = []
     for index, stage in enumerate(spec.stages):
@@ -158,9 +158,11 @@ def describe_stages(spec: PipelineSpec) -> list[str]:
                 out += f" and {stage.output.topic}"
         what = "table" if shape.table_result else "stream"
         internal = ", ".join(stage_internal_topics(spec, index)) or "none"
+        # (the job's spark/chain.root_of: a later stage's stores beside stage 1's, in the checkpoint's state)
+        where = f" (its own, in the checkpoint's state/kernel/stage{index + 1}/)" if index else ""
         lines.append(f"  stage {index + 1}{f' {stage.name}' if named else ''} ({spec.stage_path(index)}): {left} "
                      f"{stage.kind.value} {stage.shape.value} {stage.right} -> a {what} to {out}; {placement}; "
-                     f"internal topics: {internal}; stores: {', '.join(stores)}")  # fmt: skip
+                     f"internal topics: {internal}; stores: {', '.join(stores)}{where}")  # fmt: skip
     if spec.chained:
         lines.append(f"  the chain adds no internal topic: every stage's result keeps the key and partitions of "
                      f"{root!r} (a global table is looked up by key_selector, a foreign key and the aggregate's "
