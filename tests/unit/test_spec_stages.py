@@ -158,6 +158,17 @@ def test_the_last_stage_has_no_output_of_its_own_and_stage_names_are_unique() ->
     ) == [("joins[0].name", "regions")]
 
 
+def test_a_stage_output_takes_the_pipelines_delivery() -> None:
+    """``output.delivery`` covers every topic (the job writes them in one transaction or none): a stage output's
+    own ``exactly_once`` would be written at least once."""
+    stages = [
+        {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions",
+         "output": {"topic": "x", "delivery": "exactly_once"}},
+        {"shape": "stream-table", "kind": "left", "right": "products"},
+    ]  # fmt: skip
+    assert _problems(stages) == [("joins[0].output.delivery", "exactly_once")]
+
+
 def test_the_kernel_plans_a_chain_per_stage_and_refuses_what_it_cannot_run_yet() -> None:
     from streamjoin.core.join_plan import JoinPlan, ReferenceOnlyError, stage_specs
 

@@ -589,6 +589,12 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
             ("aggregate.output.delivery", spec.aggregate.output.delivery.value,
              "unset: output.delivery covers every topic of the pipeline, the aggregate's included"),
         )  # fmt: skip
+    for index, stage in enumerate(spec.earlier_joins):
+        if stage.output is not None and stage.output.delivery is not Delivery.AT_LEAST_ONCE:
+            problems.append(
+                (f"{spec.stage_path(index)}.output.delivery", stage.output.delivery.value,
+                 "unset: output.delivery covers every topic of the pipeline, the stages' outputs included"),
+            )  # fmt: skip
     if spec.output.topic is None and spec.output.files is None and spec.aggregate is None:
         problems.append(("output", None, "an output topic or files, or an aggregate"))
     return problems
