@@ -37,3 +37,24 @@ def test_long_keys_decode_dead_letter_and_encode(spark: Any) -> None:
         (b"\x00\x00\x00\x07", "undecodable-key: long needs 8 bytes, got 4")
     ]
     out.release()
+
+
+def test_a_replay_of_long_keys_with_an_aggregate_lists_long_result_keys_and_text_groups(spark: Any) -> None:
+    """Replay lists join results (long keys) and aggregate updates (text groups) together: each keeps its type."""
+    from test_spark_scenarios import assert_same, spark_replay
+
+    from streamjoin.core.reference import ReferenceEngine
+    from streamjoin.core.spec import parse_spec
+
+    scenario = load_scenario(SCENARIO_DIR / "stream_table_left_long_keys.yaml")
+    data = scenario.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data["aggregate"] = {"group_by": {"expr": "coalesce(value.right, 'nobody')"}, "reduce": "sum",
+                         "value": {"expr": "value.left"},
+                         "output": {"topic": "per-name", "value_format": "long"}}  # fmt: skip
+    spec = parse_spec(data, "test")
+    records = list(scenario.inputs)
+    got = spark_replay(spark, spec, records)
+    functions = {"group_by": lambda key, value: value["right"] or "nobody", "value": lambda key, value: value["left"]}
+    want = ReferenceEngine(spec, functions).replay(records)
+    assert_same(want, got, spec.dead_letter_topic, "long keys + aggregate")
+    assert {type(r.key) for r in got if r.topic == spec.output.topic} == {int}

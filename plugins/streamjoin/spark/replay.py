@@ -303,8 +303,10 @@ def _emitted_results(results: DataFrame, spec: PipelineSpec, topic: str | None =
     and source columns."""
     source = [F.col("src_topic").alias("source_topic"), F.col("src_partition").alias("source_partition"),
               F.col("src_offset").alias("source_offset")]  # fmt: skip
+    # a long key as text: the aggregate's groups are text, and a union with them would cast each group to a long
+    key = F.col("key").cast("string").alias("key") if spec.left.key.format is Format.LONG else F.col("key")
     return results.select(
-        F.lit(topic or spec.output.topic or "<join>").alias("topic"), "key", _json("value"), "ts", *ORDER,
+        F.lit(topic or spec.output.topic or "<join>").alias("topic"), key, _json("value"), "ts", *ORDER,
         F.lit(0).alias("__stage"), "__sub", *source,
     )  # fmt: skip
 
@@ -350,7 +352,10 @@ def _unjson(text: str) -> Any:
 
 def _result_key(spec: PipelineSpec, key: Any, stage: int) -> Any:
     """A join result's key as the records file writes it: an Avro key (its serialized bytes) decoded to JSON;
-    an aggregate's key (``stage`` 1) is its group (binary in the union with Avro keys: its UTF-8 text)."""
+    an aggregate's key (``stage`` 1) is its group (binary in the union with Avro keys: its UTF-8 text); a long key
+    (text in the union) a long again."""
+    if key is not None and stage == 0 and spec.left.key.format is Format.LONG:
+        return int(key)
     if key is None or spec.left.key.format is not Format.AVRO:
         return key
     return _decoded(key, spec.left.key) if stage == 0 else bytes(key).decode()
