@@ -260,9 +260,10 @@ def test_a_chain_of_three_inputs_through_the_streaming_job_equals_the_reference_
     spark: Any, kafka_bootstrap: str, tmp_path: Path, max_records: int | None
 ) -> None:
     """Three partitions (the global table replicated into every task; each of its records reaches stage 2
-    once), the first stage's output written beside the last's and the aggregate's: each output topic holds, per
-    key, the reference engine's changelog over the records as they lie on the broker, and the dead-letter topic
-    its dead letters plus the undecodable click's, whether the job takes three records a batch or all at once."""
+    once), the first stage's output written (topic and files) beside the last's and the aggregate's: each output
+    topic holds, per key, the reference engine's changelog over the records as they lie on the broker, and the
+    dead-letter topic its dead letters plus the undecodable click's, whether the job takes three records a batch
+    or all at once."""
     import chained_cases
     from streamjoin.core.records import Record
     from streamjoin.core.reference import ReferenceEngine
@@ -273,6 +274,7 @@ def test_a_chain_of_three_inputs_through_the_streaming_job_equals_the_reference_
     data = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     data["kafka"]["partitions"] = 3
     data["trigger"] = {"processing_time": 0, "max_offsets_per_trigger": max_records}
+    data["joins"][0]["output"]["files"] = {"path": str(tmp_path / "with_region"), "format": "json"}
     spec = parse_spec(data, "test")
     stage_output = spec.stages[0].output
     assert stage_output is not None and stage_output.topic and spec.output.topic
@@ -316,6 +318,13 @@ def test_a_chain_of_three_inputs_through_the_streaming_job_equals_the_reference_
     want = [(e.topic, e.key, e.value, e.ts) for e in expected if e.topic != spec.dead_letter_topic]
     assert {t for t, *_ in want} == set(formats)
     assert per_key(got) == per_key(want), f"expected {want}\n   got {got}"
+    # the stage output's files hold what its topic holds
+    in_files = [
+        (r["key"], json.loads(r["value"]) if isinstance(r["value"], str) else r["value"].asDict(True), r["ts"] - base)
+        for r in spark.read.json(str(tmp_path / "with_region" / "stream")).collect()
+    ]
+    on_topic = [(key, value, ts) for topic, key, value, ts in got if topic == stage_output.topic]
+    assert sorted(map(repr, in_files)) == sorted(map(repr, on_topic))
     dead = consume_all(kafka_bootstrap, spec.dead_letter_topic, timeout=30)
     got_dead = sorted(((r.key, bytes(dict(r.headers)["reason"] or b"").decode()[:11]) for r in dead), key=str)
     want_dead = [(None if e.key is None else e.key.encode(), dict(e.headers)["reason"]) for e in expected
