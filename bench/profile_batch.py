@@ -6,7 +6,8 @@ cumulative time. The profiled run's output must equal the scenario replayed in o
 check it), else the profile fails. A profile, not a benchmark: there is no baseline and no ratio (see
 bench_join.py).
 
-    python bench/profile_batch.py stream_table_left_clicks_per_region --max-records 2 [--engine kernel]
+    python bench/profile_batch.py stream_table_left_clicks_per_region --max-records 2
+    python bench/profile_batch.py chain:clicks_regions_products_sum     # a case of tests/chained_cases.py
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pstats
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 HOME = Path(__file__).resolve().parents[1]
@@ -25,7 +27,7 @@ sys.path[:0] = [str(HOME / "plugins"), str(HOME / "tests"), str(HOME / "tests" /
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("scenario", help="a tests/scenarios/*.yaml name, without .yaml")
+    parser.add_argument("scenario", help="a tests/scenarios/*.yaml name, without .yaml; or chain:<a chained case>")
     parser.add_argument("--max-records", type=int, default=2, help="records per micro-batch")
     parser.add_argument("--top", type=int, default=15, help="streamjoin functions to list")
     args = parser.parse_args()
@@ -36,7 +38,14 @@ def main() -> None:
     from spark_session import local_session
 
     spark = local_session("streamjoin-profile")  # the tests' session: the profile is of what they pay
-    scenario = load_scenario(HOME / "tests" / "scenarios" / f"{args.scenario}.yaml")
+    if args.scenario.startswith("chain:"):  # a chained case: its functions are in chained_cases, for the workers too
+        import chained_cases
+
+        spark.sparkContext.addPyFile(chained_cases.__file__)
+        case = next(c for c in chained_cases.CASES if c.name == args.scenario.removeprefix("chain:"))
+        scenario: Any = SimpleNamespace(spec=case.spec, inputs=list(case.records))
+    else:
+        scenario = load_scenario(HOME / "tests" / "scenarios" / f"{args.scenario}.yaml")
     whole = spark_replay(spark, scenario.spec, scenario.inputs, batch=True)
     batches: list[int] = []
     cut: list[Any] = []

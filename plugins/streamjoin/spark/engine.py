@@ -34,7 +34,7 @@ from streamjoin.spark.projection import is_json_text, joined_value
 from streamjoin.spark.sinks import encode_key, encode_value
 from streamjoin.spark.state import KERNEL_DIR, KernelCheckpoint, KernelCommit
 from streamjoin.spark.table_aggregate import kernel_staged_table_results
-from streamjoin.spark.templates import templated
+from streamjoin.spark.templates import templated, templated_over
 
 
 class Unpersistable(Protocol):
@@ -107,16 +107,16 @@ def process_batch(
         # a chain's or a self-join's results: one trigger's come from several records of the stage (derived ones,
         # a record's two sides), each numbering its own: ordered by their emission in their task
         numbered = spec.chained or stage.join.left == stage.join.right
-        frame = chain.with_emission_order(kernel.frame, last=last) if numbered else kernel.frame
+        numbering = partial(chain.with_emission_order, last=last)
+        frame = templated(kernel.frame, f"numbered {last}", numbering) if numbered else kernel.frame
         fmt = spec.output.value_format if last else Format.JSON
         left_json = index > 0 and stages[index - 1].join.joiner.function is not None
         value = partial(with_joined_value, joiner=stage.join.joiner, fmt=fmt, left_json=left_json)
         joined = templated(frame, f"results {fmt} {ran[-1].spec_json}", value)
         if sink is not None:  # an earlier stage's result written too, in its sink's format
-            emitted = F.col(chain.EMITTED).bitwiseAND(F.lit(0x7FFFFFFF)).cast("int")  # the row's index in its task
-            out = with_joined_value(frame.withColumn("__sub", emitted), stage.join.joiner,
-                                    sink.value_format, left_json=left_json)  # fmt: skip
-            written.append((sink, out.withColumn("key", output_key(F.col("key"), spec))))
+            output = partial(_stage_output, joiner=stage.join.joiner, fmt=sink.value_format, left_json=left_json,
+                             spec=spec)  # fmt: skip
+            written.append((sink, templated(frame, f"stage output {sink.value_format} {ran[-1].spec_json}", output)))
     assert joined is not None
     last_stage, kernel = stages[-1], ran[-1].kernel
     spec_json = ran[-1].spec_json
@@ -168,6 +168,13 @@ class _Ran:
     spec_json: str
 
 
+def _stage_output(frame: DataFrame, joiner: Joiner, fmt: Format, left_json: bool, spec: PipelineSpec) -> DataFrame:
+    """An earlier stage's results as its own output writes them: ``__sub`` the row's index in its task."""
+    emitted = F.col(chain.EMITTED).bitwiseAND(F.lit(0x7FFFFFFF)).cast("int")
+    out = with_joined_value(frame.withColumn("__sub", emitted), joiner, fmt, left_json=left_json)
+    return out.withColumn("key", output_key(F.col("key"), spec))
+
+
 def _run_stage(
     raw: DataFrame,
     spec: PipelineSpec,
@@ -183,7 +190,10 @@ def _run_stage(
     """Decode stage ``index``'s records and run them through its join on the kernel (lazily)."""
     spec_json = stage.model_dump_json()  # names the stage's batch programs (templated), once a batch
     topics = chain.stage_topics(spec, index)
-    rows = raw.filter(F.col("topic").isin(topics)) if spec.chained else raw
+    if spec.chained:
+        rows = templated(raw, f"topics {topics}", lambda frame: frame.filter(F.col("topic").isin(topics)))
+    else:
+        rows = raw
     global_right = aligned and not file_order and stage.right.role is Role.GLOBAL_TABLE
     self_join = stage.join.left == stage.join.right
     if index == 0:
@@ -194,10 +204,8 @@ def _run_stage(
             decoded_once = decoded.filter(F.col("side") == F.lit("L"))
     else:
         assert previous is not None
-        right = decode_batch(rows, stage, spec_json, left_records=False)
-        if global_right:  # each record once: the rules' shuffle gives it to every task
-            right = _home_copies(right, spec.kafka.partitions)
-        decoded = chain.stage_input(previous, right, stage).persist()
+        build = partial(_stage_input, stage=stage, spec_json=spec_json, home=global_right)
+        decoded = templated_over((previous, rows), f"stage input {global_right} {spec_json}", build).persist()
         stage_aligned = False
         decoded_once = decoded
     root = None if checkpoint.root is None else chain.root_of(checkpoint.root, index)
@@ -208,6 +216,15 @@ def _run_stage(
     commit = committed(stage, at, chain.root_of(KERNEL_DIR, index))
     reads = (*topics, *topics) if self_join else tuple(topics)
     return _Ran(decoded, decoded_once, kernel, reads, reported, commit, spec_json)
+
+
+def _stage_input(previous: DataFrame, rows: DataFrame, stage: PipelineSpec, spec_json: str, home: bool) -> DataFrame:
+    """A later stage's decoded batch: the previous stage's results and its right input's records (``home``: a
+    global table's, each once: the rules' shuffle gives it to every task)."""
+    right = decode_batch(rows, stage, spec_json, left_records=False)
+    if home:
+        right = _home_copies(right, stage.kafka.partitions)
+    return chain.stage_input(previous, right, stage)
 
 
 def _home_copies(decoded: DataFrame, tasks: int) -> DataFrame:
@@ -245,25 +262,28 @@ def _dead_letters(ran: list[_Ran]) -> DataFrame:
     topics = [t for r in ran for t in r.reads]
     if len(ran) == 1 and len(topics) == len(set(topics)):
         return templated(ran[0].decoded_once, f"dead letters {ran[0].spec_json}", rejected_records)
-    letters = []
-    for i, r in enumerate(ran):
-        if len(r.reads) == len(set(r.reads)):
-            copies = [(r.decoded_once, 0)]
-        else:  # a self-join: its left side's dead letter before its right side's
-            copies = [(r.decoded.filter(F.col("side") == F.lit(side)), n) for n, side in enumerate("LR")]
-        for frame, n in copies:
-            rejected = templated(frame, f"dead letters {r.spec_json}", rejected_records)
-            letters.append(rejected.withColumn("__stage", F.lit(2 * i + n)))
-    every = reduce(DataFrame.unionByName, letters)
+    self_joins = tuple(len(r.reads) != len(set(r.reads)) for r in ran)
+    frames = tuple(r.decoded if self_join else r.decoded_once for r, self_join in zip(ran, self_joins, strict=True))
     shared = sorted({t for t in topics if topics.count(t) > 1})
+    name = f"chain dead letters {shared} {self_joins} {' '.join(r.spec_json for r in ran)}"
+    return templated_over(frames, name, partial(_first_letters, self_joins=self_joins, shared=shared))
+
+
+def _first_letters(*frames: DataFrame, self_joins: tuple[bool, ...], shared: list[str]) -> DataFrame:
+    """:func:`_dead_letters` of the stages' decoded batches (a self-join's: its left copies before its right ones)."""
+    letters = []
+    for i, (frame, self_join) in enumerate(zip(frames, self_joins, strict=True)):
+        copies = [frame.filter(F.col("side") == F.lit(side)) for side in "LR"] if self_join else [frame]
+        letters += [rejected_records(copy).withColumn("__stage", F.lit(2 * i + n)) for n, copy in enumerate(copies)]
+    every = reduce(DataFrame.unionByName, letters)
     if not shared:
         return every.drop("__stage")
     keys = ("topic", "partition", "offset")
     once = (
         every.filter(F.col("topic").isin(shared))
-        .groupBy("topic", "partition", "offset")
+        .groupBy(*keys)
         .agg(F.min_by(F.struct(*[c for c in every.columns if c not in keys]), "__stage").alias("first"))
-        .select("topic", "partition", "offset", "first.*")
+        .select(*keys, "first.*")
     )
     return every.filter(~F.col("topic").isin(shared)).unionByName(once).drop("__stage")
 

@@ -11,29 +11,39 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-#: (session, program name, input schema) -> (placeholder, program): a few programs per pipeline; an entry holds
-#: its session (the placeholder's), so no other session can take the id of one in here
-_PROGRAMS: OrderedDict[tuple[Any, ...], tuple[DataFrame, DataFrame]] = OrderedDict()
-_MAX_PROGRAMS = 32
+#: (session, program name, input schemas) -> (placeholders, program): a few programs per pipeline stage; an entry
+#: holds its session (the placeholders'), so no other session can take the id of one in here
+_PROGRAMS: OrderedDict[tuple[Any, ...], tuple[tuple[DataFrame, ...], DataFrame]] = OrderedDict()
+_MAX_PROGRAMS = 64
 
 
 def templated(rows: DataFrame, name: str, build: Callable[[DataFrame], DataFrame]) -> DataFrame:
     """``build(rows)``, with ``build`` run once per ``name`` (which must say everything ``build`` depends on
     besides ``rows``' schema) and session; without the kernel's jar, ``build(rows)`` as it is."""
-    spark = rows.sparkSession
+    return templated_over((rows,), name, build)
+
+
+def templated_over(frames: tuple[DataFrame, ...], name: str, build: Callable[..., DataFrame]) -> DataFrame:
+    """``build(*frames)``, built once per ``name`` and the frames' schemas (as :func:`templated`), each frame in
+    its placeholder's place."""
+    spark = frames[0].sparkSession
     templates = _templates(spark)
-    if templates is None:
-        return build(rows)
-    key = (id(spark), name, rows.schema.json())
+    schemas = tuple(frame.schema.json() for frame in frames)
+    if templates is None or len(set(schemas)) < len(schemas):  # a placeholder is found by its schema
+        return build(*frames)
+    key = (id(spark), name, *schemas)
     entry = _PROGRAMS.get(key)
     if entry is None:
-        placeholder = spark.createDataFrame([], rows.schema)
-        entry = _PROGRAMS[key] = (placeholder, build(placeholder))
+        placeholders = tuple(spark.createDataFrame([], frame.schema) for frame in frames)
+        entry = _PROGRAMS[key] = (placeholders, build(*placeholders))
         while len(_PROGRAMS) > _MAX_PROGRAMS:
             _PROGRAMS.popitem(last=False)
     _PROGRAMS.move_to_end(key)
-    placeholder, program = entry
-    out = DataFrame(templates.substitute(spark._jsparkSession, program._jdf, placeholder._jdf, rows._jdf), spark)
+    placeholders, program = entry
+    plan = program._jdf
+    for placeholder, frame in zip(placeholders, frames, strict=True):
+        plan = templates.substitute(spark._jsparkSession, plan, placeholder._jdf, frame._jdf)
+    out = DataFrame(plan, spark)
     # the program's schema (pyspark caches it on the frame): a program over this one keys on it without a call
     out.__dict__["schema"] = program.schema
     return out
