@@ -6,6 +6,7 @@ A decoded value comes with an ``error`` column: a non-null reason marks a record
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -244,14 +245,7 @@ def avro_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
 
     :raises SchemaRegistrationError: the registry refuses it (terminal)
     """
-    from streamjoin.kafka.schema_registry import register_output
-
-    try:
-        schema = json.dumps(avro_schema(value_type, sink.record_name), separators=(",", ":"))
-    except ValueError as exc:
-        raise SpecError("<spec>", "join.joiner.select", value_type.simpleString(),
-                        f"a value Avro can hold for output {sink.topic!r} ({exc})") from None  # fmt: skip
-    return AvroOutput(register_output(sink, schema), schema)
+    return _registered(sink, value_type, avro_schema, "AVRO", "a value Avro can hold")
 
 
 def json_schema_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
@@ -260,14 +254,20 @@ def json_schema_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
 
     :raises SchemaRegistrationError: the registry refuses it (terminal)
     """
+    return _registered(sink, value_type, json_schema, "JSON", "a value JSON Schema can describe")
+
+
+def _registered(sink: Sink, value_type: T.DataType, derive: Callable[..., Any], kind: str,
+                what: str) -> AvroOutput:  # fmt: skip
+    """The schema ``derive`` gives ``value_type``, registered as ``kind`` under ``sink``'s subject."""
     from streamjoin.kafka.schema_registry import register_output
 
     try:
-        schema = json.dumps(json_schema(value_type, sink.record_name), separators=(",", ":"))
+        schema = json.dumps(derive(value_type, sink.record_name), separators=(",", ":"))
     except ValueError as exc:
         raise SpecError("<spec>", "join.joiner.select", value_type.simpleString(),
-                        f"a value JSON Schema can describe for output {sink.topic!r} ({exc})") from None  # fmt: skip
-    return AvroOutput(register_output(sink, schema, "JSON"), schema)
+                        f"{what} for output {sink.topic!r} ({exc})") from None  # fmt: skip
+    return AvroOutput(register_output(sink, schema, kind), schema)
 
 
 def protobuf_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
