@@ -263,16 +263,20 @@ def test_a_chain_of_three_inputs_through_the_streaming_job_equals_the_reference_
     once), the first stage's output written (topic and files) beside the last's and the aggregate's: each output
     topic holds, per key, the reference engine's changelog over the records as they lie on the broker, and the
     dead-letter topic its dead letters plus the undecodable click's, whether the job takes three records a batch
-    or all at once."""
+    (at least once) or all at once (exactly once: read committed)."""
     import chained_cases
     from streamjoin.core.records import Record
     from streamjoin.core.reference import ReferenceEngine
     from streamjoin.spark.job import JobSettings, run_stream
 
     spark.sparkContext.addPyFile(str(Path(chained_cases.__file__)))  # the stages' functions, on the workers
-    spec, _ = renamed(chained_cases.ENRICHMENT_SPEC, "-" + uuid.uuid4().hex[:8])
+    suffix = uuid.uuid4().hex[:8]
+    spec, _ = renamed(chained_cases.ENRICHMENT_SPEC, "-" + suffix)
     data = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data["name"] = f"{data['name']}_{suffix}"
     data["kafka"]["partitions"] = 3
+    if max_records is None:  # every topic, the stage output's too, in the write tasks' transactions
+        data["output"]["delivery"] = "exactly_once"
     data["trigger"] = {"processing_time": 0, "max_offsets_per_trigger": max_records}
     data["joins"][0]["output"]["files"] = {"path": str(tmp_path / "with_region"), "format": "json"}
     spec = parse_spec(data, "test")
