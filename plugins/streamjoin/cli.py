@@ -117,7 +117,7 @@ def validate_command(args: argparse.Namespace) -> int:
 
 
 def _registry_problems(path: str) -> list[Any]:
-    """The spec's Avro subjects as its registries hold them (``schema_registry.subject_problems``); a registry
+    """The spec's registry subjects as its registries hold them (``schema_registry.subject_problems``); a registry
     that does not answer is one problem."""
     from streamjoin.kafka.schema_registry import subject_problems
 
@@ -128,7 +128,7 @@ def _registry_problems(path: str) -> list[Any]:
 
 
 def _key_warnings(path: str) -> list[str]:
-    """Avro keys of a key join written under different schema ids (``schema_registry.key_subject_warnings``)."""
+    """Registry keys of a key join written under different schema ids (``schema_registry.key_subject_warnings``)."""
     from streamjoin.kafka.schema_registry import key_subject_warnings
 
     try:

@@ -425,21 +425,34 @@ def test_reprocessing_a_day_of_avro_topics_decodes_as_the_stream(spark, avro_run
 #: the Protobuf clicks: v1, then v2 (a field added) registered mid-stream; the job reads with v2 (the latest)
 CLICK_PROTO_V1 = 'syntax = "proto3";\npackage demo;\n\nmessage Click {\n  int64 clicks = 1;\n  string page = 2;\n}\n'
 CLICK_PROTO_V2 = CLICK_PROTO_V1.replace("string page = 2;\n", "string page = 2;\n  string referrer = 3;\n")
+#: the Protobuf run's keys, on both topics (one schema, so one id)
+KEY_PROTO = 'syntax = "proto3";\npackage demo;\n\nmessage UserKey {\n  string user = 1;\n}\n'
 
 
 @dataclass
 class ProtobufRun:
     spec: PipelineSpec
-    #: (topic, key bytes, value bytes, ts) in the order the reference reads them (the regions are avro_run's)
+    #: (topic, key bytes, value bytes, ts) in the order the reference reads them
     produced: list[tuple[str, bytes, bytes | None, int]]
     ids: dict[str, int]
+    #: a click sent with a key that is not the wire format (not in ``produced``)
+    bad_key: tuple[bytes, bytes] | None = None
+
+    def key_json(self, key: bytes, writer: Any) -> Any:
+        """A key of the run as JSON: Avro's or (the Protobuf run's) the UserKey message."""
+        if self.spec.left.key.format is not Format.PROTOBUF:
+            return decode_wire(key, writer)
+        from streamjoin.kafka import protobuf
+
+        return protobuf.decode_message(protobuf.descriptor_set(KEY_PROTO, "test key"), "demo.UserKey", key[6:])
 
 
 @pytest.fixture(scope="module")
 def protobuf_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFactory) -> ProtobufRun:
     """Protobuf clicks in Confluent's wire format (magic byte, id, the message indexes as Confluent's
-    serializer writes them, the payload) at avro_run's clicks' keys and times, joined with avro_run's Avro
-    regions table into a Protobuf output; one record of an unknown id, one truncated payload."""
+    serializer writes them, the payload) at avro_run's clicks' times, joined with avro_run's Avro regions (on a
+    topic of its own) into a Protobuf output; the keys on both topics are Protobuf (UserKey) of avro_run's users.
+    One record of an unknown id, one truncated payload, one whose key is not the wire format."""
     from confluent_kafka.schema_registry import Schema
     from confluent_kafka.schema_registry._sync.protobuf import ProtobufSerializer
 
@@ -448,29 +461,36 @@ def protobuf_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFactory)
 
     suffix = "-" + uuid.uuid4().hex[:8]
     data = avro_run.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
-    clicks = f"pb-clicks{suffix}"
-    data["inputs"]["clicks"] = {**data["inputs"]["clicks"], "topic": clicks, "value": {"format": "protobuf"}}
+    clicks, regions = f"pb-clicks{suffix}", f"pb-regions{suffix}"
+    data["inputs"]["clicks"] = {**data["inputs"]["clicks"], "topic": clicks, "value": {"format": "protobuf"},
+                                "key": {"format": "protobuf"}}  # fmt: skip
+    data["inputs"]["regions"] = {**data["inputs"]["regions"], "topic": regions, "key": {"format": "protobuf"}}
     data["output"].update(topic=f"pb-enriched{suffix}", value_format="protobuf")
     data["aggregate"]["output"]["topic"] = f"pb-per-region{suffix}"
     data["dead_letter_topic"] = f"pb-dlq{suffix}"
     spec = parse_spec(data, "protobuf test")
     ensure_topics({"bootstrap.servers": avro_run.bootstrap}, plan_topics(spec))
     client = schema_registry.client(schema_registry.registry_config("schema_registry_default"))
-    ids = {"v1": client.register_schema(f"{clicks}-value", Schema(CLICK_PROTO_V1, "PROTOBUF"))}
-    # the keys are avro_run's (Avro, one schema id on every topic)
-    assert client.register_schema(f"{clicks}-key", Schema(json.dumps(USER_KEY), "AVRO")) == avro_run.ids["key"]
+    ids = {"v1": client.register_schema(f"{clicks}-value", Schema(CLICK_PROTO_V1, "PROTOBUF")),
+           "key": client.register_schema(f"{clicks}-key", Schema(KEY_PROTO, "PROTOBUF"))}  # fmt: skip
+    assert client.register_schema(f"{regions}-key", Schema(KEY_PROTO, "PROTOBUF")) == ids["key"]
+    assert client.register_schema(f"{regions}-value", Schema(json.dumps(REGION), "AVRO")) == avro_run.ids["region"]
     indexes = io.BytesIO()
     ProtobufSerializer._encode_varints(indexes, [0])  # Click is the file's first message: Confluent's [0]
 
+    def message(proto: str, name: str, schema_id: int, **fields: Any) -> bytes:
+        payload = protobuf._message_class(protobuf.descriptor_set(proto, "test"), name)(**fields).SerializeToString()
+        return wire_header(schema_id) + indexes.getvalue() + payload
+
     def click(version: str, **fields: Any) -> bytes:
-        proto = CLICK_PROTO_V1 if version == "v1" else CLICK_PROTO_V2
-        message = protobuf._message_class(protobuf.descriptor_set(proto, "test"), "demo.Click")(**fields)
-        return wire_header(ids[version]) + indexes.getvalue() + message.SerializeToString()
+        return message(CLICK_PROTO_V1 if version == "v1" else CLICK_PROTO_V2, "demo.Click", ids[version], **fields)
 
     produced: list[tuple[str, bytes, bytes | None, int]] = []
-    sent = []
     for topic, key, value, ts in avro_run.produced[:-2]:  # the Avro clicks that decode, and the regions
-        if topic == avro_run.spec.left.topic:
+        key = message(KEY_PROTO, "demo.UserKey", ids["key"], user=decode_wire(key, avro_run.writer)["user"])
+        if topic == avro_run.spec.right.topic:
+            topic = regions
+        else:
             clicks_n = decode_wire(value, avro_run.writer)["clicks"]
             if clicks_n == 15:  # mid-stream, the producer moves to v2
                 ids["v2"] = client.register_schema(f"{clicks}-value", Schema(CLICK_PROTO_V2, "PROTOBUF"))
@@ -479,7 +499,6 @@ def protobuf_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFactory)
             else:
                 value = click("v1", clicks=clicks_n, page="home" if clicks_n % 3 else "")
             topic = clicks
-            sent.append((topic, key, value, ts))
         produced.append((topic, key, value, ts))
     last_key, ts = produced[-1][1], produced[-1][3]
     unknown = wire_header(UNKNOWN_ID) + produced[-1][2][5:]  # type: ignore[index]
@@ -487,12 +506,13 @@ def protobuf_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFactory)
     for value in (unknown, truncated):
         ts += 10
         produced.append((clicks, last_key, value, ts))
-        sent.append((clicks, last_key, value, ts))
+    bad_key = (b"ann", click("v1", clicks=99, page="bad key"))  # a producer's plain text key
+    sent = [*produced, (clicks, *bad_key, ts + 10)]
     produce_records(avro_run.bootstrap, [(t, k, v, stamp, []) for t, k, v, stamp in sent])
     settings = JobSettings(bootstrap=avro_run.bootstrap, checkpoint_dir=str(tmp_path_factory.mktemp("pb-ck")),
                            available_now=True, home=str(tmp_path_factory.mktemp("pb-home")))  # fmt: skip
     run_stream(spark, spec, settings)
-    return ProtobufRun(spec, produced, ids)
+    return ProtobufRun(spec, produced, ids, bad_key)
 
 
 @pytest.mark.spark
@@ -584,13 +604,19 @@ def test_protobuf_unknown_schema_id_and_undecodable_payload_are_dead_letters(
     dead = consume_all(avro_run.bootstrap, spec.dead_letter_topic, timeout=30)
     reasons = {r.value: dict(r.headers)["reason"].decode() for r in dead}
     unknown, truncated = run.produced[-2][2], run.produced[-1][2]
+    assert run.bad_key is not None
+    bad_key, bad_key_value = run.bad_key
     subject = f"{spec.left.topic}-value"
     assert reasons == {
         unknown: f"undecodable-value: schema id {UNKNOWN_ID} is not a version of subject {subject!r} (its ids: "
         f"{[run.ids['v1'], run.ids['v2']]})",
         truncated: f"undecodable-value: the bytes do not decode as Protobuf message 'demo.Click' with schema id "
         f"{run.ids['v2']} of subject {subject!r}",
+        # a Protobuf key's wire header is checked, as an Avro key's (the key is not decoded: joined by its bytes)
+        bad_key_value: "undecodable-key: not the Confluent wire format (magic byte 0, 4-byte schema id): starts "
+        f"with 0x{bad_key.hex().upper()}",
     }
+    assert sorted(r.key for r in dead) == sorted([run.produced[-1][1], run.produced[-1][1], bad_key])
 
 
 @pytest.mark.spark
@@ -599,8 +625,9 @@ def test_replay_encodes_protobuf_values_with_the_subjects_latest_message(
     spark, avro_run: Run, protobuf_run: ProtobufRun
 ) -> None:
     """``streamjoin replay`` on the Protobuf spec: the file's JSON values (each as its writer version decodes it:
-    v1's without referrer) go in the wire format of the latest id's Click, and the output per key is the
-    reference engine's over the topic's records; a value Click cannot hold is a dead letter naming the field."""
+    v1's without referrer) go in the wire format of the latest id's Click, its JSON keys in the key subject's
+    UserKey (the producer's bytes), and the output per key is the reference engine's over the topic's records,
+    keys printed as JSON; a value Click cannot hold is a dead letter naming the field, its key printed as JSON."""
     from streamjoin.kafka import protobuf
     from streamjoin.spark.replay import raw_rows, replay
 
@@ -615,7 +642,7 @@ def test_replay_encodes_protobuf_values_with_the_subjects_latest_message(
         else:  # a region, or cid's region's tombstone
             value = full = decode_wire(data, avro_run.writer)
         records.append(
-            {"topic": topic, "key": decode_wire(key, avro_run.writer), "value": value, "ts": ts - avro_run.base}
+            {"topic": topic, "key": run.key_json(key, avro_run.writer), "value": value, "ts": ts - avro_run.base}
         )
         reference.append(Record(topic, key.hex().upper(), full, ts - avro_run.base, 0, offset))
     last = records[-1]
@@ -625,6 +652,7 @@ def test_replay_encodes_protobuf_values_with_the_subjects_latest_message(
     assert row[1] == wire_header(run.ids["v2"]) + b"\x00" + (
         protobuf._message_class(latest, "demo.Click")(**last["value"]).SerializeToString()
     )
+    assert last["key"] == {"user": "eve"} and row[0] == run.produced[-3][1]  # the key: the producer's bytes
     bad = [{**last, "value": {"clicks": "many"}, "ts": last["ts"] + 10},
            {**last, "value": {"clicks": 1, "referer": "r"}, "ts": last["ts"] + 20}]  # fmt: skip
     emitted = replay(spark, spec, [*records, *bad], batch=True)
@@ -643,7 +671,7 @@ def test_replay_encodes_protobuf_values_with_the_subjects_latest_message(
     ]
     expected = []
     for e in ReferenceEngine(spec, _reference_functions()).replay_batch(reference):
-        key = decode_wire(bytes.fromhex(e.key), avro_run.writer) if e.topic == spec.output.topic else e.key
+        key = run.key_json(bytes.fromhex(e.key), avro_run.writer) if e.topic == spec.output.topic else e.key
         expected.append((e.topic, json.dumps(key), e.value, e.ts))
     assert len([g for g in got if g[0] == spec.output.topic]) == 30 and _per_key(got) == _per_key(expected)
 
@@ -651,30 +679,47 @@ def test_replay_encodes_protobuf_values_with_the_subjects_latest_message(
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_validate_checks_a_protobuf_inputs_subject_and_message(
-    protobuf_run: ProtobufRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    avro_run: Run, protobuf_run: ProtobufRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``streamjoin validate --registry``: the Protobuf clicks' subject is fine as the job reads it (v2's first
-    message); a record_name no version holds names both versions."""
+    message); a record_name no version holds names both versions. The Protobuf keys: regions' keys under a
+    subject of another schema (so id) are warned about, under one without versions an error."""
     import yaml
+    from confluent_kafka.schema_registry import Schema
 
     from streamjoin.cli import main
+    from streamjoin.kafka import schema_registry
 
+    client = schema_registry.client(schema_registry.registry_config("schema_registry_default"))
+    # (not avro_run's demo.OtherKey: that subject holds Avro)
+    other_id = client.register_schema("demo.PbKey", Schema(KEY_PROTO.replace("UserKey", "PbKey"), "PROTOBUF"))
     data = protobuf_run.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
     paths = []
-    for name, record_name in (("ok", None), ("message", "demo.Nope")):
+    for name, record_name in (("ok", None), ("message", "demo.Nope"), ("keys", "demo.PbKey"), ("no key", "d.No")):
         spec = json.loads(json.dumps(data))
-        if record_name:
+        if name == "message":
             spec["inputs"]["clicks"]["value"]["record_name"] = record_name
+        elif record_name:
+            spec["inputs"]["regions"]["key"].update(subject_name_strategy="record_name", record_name=record_name)
         path = tmp_path / f"{name}.yaml"
         path.write_text(yaml.safe_dump(spec))
         paths.append(str(path))
     assert main(["validate", "--registry", *paths]) == 1
     subject = f"{protobuf_run.spec.left.topic}-value"
+    key_subject = f"{protobuf_run.spec.left.topic}-key"
     assert _verdicts(capsys.readouterr().out) == [
         f"ok: {paths[0]}",
         *(f"error: {paths[1]}: inputs.clicks.value: version {v} of subject {subject!r}: it has no message "
           "'demo.Nope': its records would be dead letters; set record_name" for v in (1, 2)),
-        "2 specs, 1 invalid",
+        f"warning: {paths[2]}: inputs.regions.key: version 1 of subject 'demo.PbKey': its schema id {other_id} "
+        f"differs from {key_subject!r}'s (version 1, id {protobuf_run.ids['key']}): Protobuf keys join by their "
+        "serialized bytes, which hold the id, so equal keys never match; write both topics' keys with one schema",
+        f"ok: {paths[2]}",
+        f"warning: {paths[3]}: inputs.regions.key: subject 'd.No': no versions: cannot check that both sides' keys "
+        "are written with one schema id (Protobuf keys join by their serialized bytes)",
+        f"error: {paths[3]}: inputs.regions.key: subject 'd.No': no versions at {avro_run.registry.url}: register "
+        "the topic's schema, or check subject_name_strategy and record_name",
+        "4 specs, 2 invalid",
     ]  # fmt: skip
     # the job's lineage: each input's fields from its subject's latest schema (Protobuf: the message's), the
     # output's from the schema the job registered
@@ -826,11 +871,23 @@ def test_json_schema_unknown_schema_id_and_unparsable_text_are_dead_letters(
 def test_replay_encodes_json_schema_values_with_the_subjects_latest_id(
     spark, avro_run: Run, json_schema_run: ProtobufRun
 ) -> None:
-    """``streamjoin replay`` on the JSON Schema spec: the file's JSON values are written after the latest id's
-    header; the output per key is the reference engine's."""
-    from streamjoin.spark.replay import replay
+    """``streamjoin replay`` on the JSON Schema spec, its keys JSON Schema too (both inputs' under one record
+    subject): the file's JSON keys and values are written after the latest id's header (compact, as Confluent's
+    serializers write them); the output per key is the reference engine's, keys printed back as JSON."""
+    from confluent_kafka.schema_registry import Schema
 
-    run, spec = json_schema_run, json_schema_run.spec
+    from streamjoin.kafka import schema_registry
+    from streamjoin.spark.replay import raw_rows, replay
+
+    run = json_schema_run
+    client = schema_registry.client(schema_registry.registry_config("schema_registry_default"))
+    key_schema = {"type": "object", "properties": {"user": {"type": "string"}}}
+    key_id = client.register_schema("demo.JsKey", Schema(json.dumps(key_schema), "JSON"))
+    data = run.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
+    for name in ("clicks", "regions"):
+        data["inputs"][name]["key"] = {"format": "json_schema", "subject_name_strategy": "record_name",
+                                       "record_name": "demo.JsKey"}  # fmt: skip
+    spec = parse_spec(data, "json_schema keys")
     records, reference = [], []
     for offset, (topic, key, data, ts) in enumerate(run.produced[:-2]):
         value = json.loads((data or b"")[5:]) if topic == spec.left.topic else decode_wire(data, avro_run.writer)
@@ -839,6 +896,8 @@ def test_replay_encodes_json_schema_values_with_the_subjects_latest_id(
         )
         full = {"clicks": None, "page": None, "referrer": None, **value} if topic == spec.left.topic else value
         reference.append(Record(topic, key.hex().upper(), full, ts - avro_run.base, 0, offset))
+    (row,) = raw_rows(spec, records[-1:], True)
+    assert row[0] == wire_header(key_id) + b'{"user":"eve"}'
     emitted = replay(spark, spec, records, batch=True)
     assert [r for r in emitted if r["topic"] == spec.dead_letter_topic] == []  # every value in the wire format
     got = [

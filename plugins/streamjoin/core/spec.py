@@ -83,11 +83,20 @@ class Format(StrEnum):
     JSON = "json"
     LONG = "long"  # 8-byte big-endian, as Java's LongSerializer writes it
     AVRO = "avro"  # Confluent wire format: magic byte 0, 4-byte big-endian schema id, Avro binary payload
-    #: Confluent wire format with the message indexes before the payload (input values only)
+    #: Confluent wire format with the message indexes before the payload
     PROTOBUF = "protobuf"
     #: Confluent wire format, then the value's JSON text; its Spark type from the subject's latest JSON Schema
-    #: (input values only)
     JSON_SCHEMA = "json_schema"
+
+    @property
+    def in_registry(self) -> bool:
+        """Confluent's wire format with the schema in a registry (``avro``, ``protobuf``, ``json_schema``)."""
+        return self in (Format.AVRO, Format.PROTOBUF, Format.JSON_SCHEMA)
+
+    @property
+    def label(self) -> str:
+        """The format's name in messages (``Avro``, ``Protobuf``, ``JSON Schema``; else its value)."""
+        return {"avro": "Avro", "protobuf": "Protobuf", "json_schema": "JSON Schema"}.get(self.value, self.value)
 
 
 #: the Airflow connection of a schema registry when a serde names none (``registry``)
@@ -559,31 +568,21 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
              f"'json', 'string' or 'long': an {what} is derived from a joiner that builds a struct "
              "(the default {left, right} or a select of fields), not from one expression or a function"),
         )  # fmt: skip
-    if spec.aggregate is not None and spec.aggregate.output.value_format is Format.AVRO:
+    fmt = spec.aggregate.output.value_format if spec.aggregate is not None else None
+    if fmt is not None and fmt.in_registry:
         problems.append(
-            ("aggregate.output.value_format", "avro", "'long', 'string' or 'json': Avro aggregate outputs are not "
-             "supported yet (issue 37 covers the join's output)"),
+            ("aggregate.output.value_format", fmt.value, f"'long', 'string' or 'json': {fmt.label} aggregate "
+             "outputs are not supported (the join's output may be 'avro', 'json_schema' or 'protobuf')"),
         )  # fmt: skip
-    for path, fmt in (
-        [("output.value_format", spec.output.value_format)]
-        + ([("aggregate.output.value_format", spec.aggregate.output.value_format)] if spec.aggregate else [])
-        + [(f"inputs.{name}.key.format", inp.key.format) for name, inp in inputs.items()]
-    ):
-        if path == "output.value_format":
-            continue  # the join's output: a JSON Schema or Protobuf message derived from the select, as Avro's
-        if fmt in (Format.PROTOBUF, Format.JSON_SCHEMA):
-            problems.append(
-                (path, fmt.value, f"another format: {'Protobuf' if fmt is Format.PROTOBUF else 'JSON Schema'} is "
-                 "read on input values only (the join's output: 'avro', 'json_schema', 'protobuf' or 'json'; the "
-                 "aggregate's: 'long', 'string' or 'json'; keys: 'avro', 'string' or 'long')"),
-            )  # fmt: skip
     for name, inp in inputs.items():
-        if inp.key.format is Format.AVRO and inp.key.reader_schema is not None:
-            problems.append(
-                (f"inputs.{name}.key.reader_schema", inp.key.reader_schema,
-                 "none: an Avro key is joined by its serialized bytes (magic byte, schema id, payload), as Kafka "
-                 "Streams compares keys; it is not decoded"),
-            )  # fmt: skip
+        # a registry key is its serialized bytes, as Kafka Streams compares keys: nothing reads its fields
+        for field, given in (("reader_schema", inp.key.reader_schema), ("schema", inp.key.fields)):
+            if inp.key.format.in_registry and given is not None:
+                problems.append(
+                    (f"inputs.{name}.key.{field}", given,
+                     f"none: a {inp.key.format.label} key is joined by its serialized bytes (magic byte, schema "
+                     "id, payload), as Kafka Streams compares keys; it is not decoded"),
+                )  # fmt: skip
     if spec.aggregate is not None and spec.aggregate.output.delivery is not Delivery.AT_LEAST_ONCE:
         problems.append(
             ("aggregate.output.delivery", spec.aggregate.output.delivery.value,

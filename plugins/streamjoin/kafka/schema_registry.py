@@ -282,13 +282,20 @@ class SubjectProblem:
 def subject_problems(spec: PipelineSpec) -> list[SubjectProblem]:
     """Each Avro input's subject has versions, and its reader schema (the spec's, else the latest) can read
     every one of them (Avro's schema resolution: a field the reader has and the writer lacks needs a default,
-    a type must promote); none without Avro inputs. Asks the registry of each serde's connection."""
+    a type must promote); a Protobuf or JSON Schema input's as the job reads it; a registry key's subject
+    (Avro, Protobuf, JSON Schema) has versions. None without them. Asks the registry of each serde's connection."""
     import avro.compatibility
     import avro.schema
 
     problems: list[SubjectProblem] = []
     checker = avro.compatibility.ReaderWriterCompatibilityChecker()
     for name, spec_input in spec.inputs.items():
+        key = spec_input.key
+        if key.format.in_registry:  # not decoded, but a producer of the wire format registered its schema
+            config = registry_config(key.registry_conn_id)
+            subject = key.subject(spec_input.topic, is_key=True)
+            if not subject_versions(config, subject):
+                problems.append(_no_versions(f"inputs.{name}.key", config, subject))
         serde, path = spec_input.value, f"inputs.{name}.value"
         if serde.format is Format.PROTOBUF:
             problems += _protobuf_problems(path, serde, spec_input.topic)
@@ -371,15 +378,17 @@ def _json_schema_problems(path: str, serde: Serde, topic: str) -> list[SubjectPr
 
 
 def key_subject_warnings(spec: PipelineSpec) -> list[SubjectProblem]:
-    """A key join of two Avro keys matches serialized bytes, the schema id among them: a warning when the two
-    key subjects' latest schema ids differ (equal keys written under them never match), or one has none."""
+    """A key join of two registry keys (Avro, Protobuf, JSON Schema) matches serialized bytes, the schema id among
+    them: a warning when the two key subjects' latest schema ids differ (equal keys written under them never
+    match), or one has none."""
     from streamjoin.core.shapes import traits
 
     left, right = spec.left, spec.right
-    if not traits(spec.join.shape).copartitioned or left.key.format is not Format.AVRO:
+    if not traits(spec.join.shape).copartitioned or not left.key.format.in_registry:
         return []
-    if right.key.format is not Format.AVRO:
+    if right.key.format is not left.key.format:
         return []
+    keys = f"{left.key.format.label} keys"
     latest = {}
     for side, spec_input in ((spec.join.left, left), (spec.join.right, right)):
         config = registry_config(spec_input.key.registry_conn_id)
@@ -391,9 +400,9 @@ def key_subject_warnings(spec: PipelineSpec) -> list[SubjectProblem]:
     if lver is None or rver is None:
         missing = lsub if lver is None else rsub
         return [SubjectProblem(path, missing, None, "no versions: cannot check that both sides' keys are written "
-                               "with one schema id (Avro keys join by their serialized bytes)")]  # fmt: skip
+                               f"with one schema id ({keys} join by their serialized bytes)")]  # fmt: skip
     if lver[1] != rver[1]:
         return [SubjectProblem(path, rsub, rver[0], f"its schema id {rver[1]} differs from {lsub!r}'s (version "
-                               f"{lver[0]}, id {lver[1]}): Avro keys join by their serialized bytes, which hold the "
+                               f"{lver[0]}, id {lver[1]}): {keys} join by their serialized bytes, which hold the "
                                "id, so equal keys never match; write both topics' keys with one schema")]  # fmt: skip
     return []

@@ -143,11 +143,11 @@ def decode_key(is_left: Column, spec: PipelineSpec) -> tuple[Column, Column]:
     """``(key, error)`` of the record key per its input's ``key.format``. The key column is text: a
     ``long`` key (Java LongSerializer, 8 bytes big-endian) as its decimal digits, so equal longs are equal
     keys and every state keeps one key type; :func:`output_key` turns it back into a long for the sinks. An
-    ``avro`` key is its serialized bytes in hex (the wire header included: keys match when their bytes do, as
-    in Kafka Streams' stores), :func:`output_key` the bytes again."""
+    ``avro``, ``protobuf`` or ``json_schema`` key is its serialized bytes in hex (the wire header included: keys
+    match when their bytes do, as in Kafka Streams' stores), :func:`output_key` the bytes again."""
     keys = []
     for serde in (spec.left.key, spec.right.key):
-        if serde.format is Format.AVRO:
+        if serde.format.in_registry:
             raw = F.col("key")
             wire = (F.length(raw) >= 5) & (F.hex(F.substring(raw, 1, 1)) == F.lit("00"))
             error = F.when(
@@ -172,10 +172,11 @@ def decode_key(is_left: Column, spec: PipelineSpec) -> tuple[Column, Column]:
 
 def output_key(key: Column, spec: PipelineSpec) -> Column:
     """A join result's key in its type on the topic: the left input's key format (a long for ``long``, the
-    serialized bytes for ``avro``)."""
-    if spec.left.key.format is Format.AVRO:
+    serialized bytes for a registry format)."""
+    fmt = spec.left.key.format
+    if fmt.in_registry:
         return F.unhex(key)
-    return key.cast("long") if spec.left.key.format is Format.LONG else key
+    return key.cast("long") if fmt is Format.LONG else key
 
 
 def null_key_sides(spec: PipelineSpec) -> tuple[str, ...]:

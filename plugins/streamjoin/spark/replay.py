@@ -7,9 +7,11 @@ ordering rule (docs/SEMANTICS.md).
 The file's keys and values are JSON. An Avro input's are encoded in the Confluent wire format with its
 subject's schema (the reader schema when the registry holds it, else the subject's latest), so that they
 enter the batch as a producer's records do and the job's decoding runs unchanged; Avro keys and values
-in the output are decoded back to JSON. A Protobuf input's values are encoded so with the message the spec
-reads (``record_name``, else the schema's first) of the subject's latest schema; a value that message cannot hold
-is a dead letter whose reason names the field (a producer could not have written it).
+in the output are decoded back to JSON. A Protobuf input's keys and values are encoded so with the message the
+spec reads (``record_name``, else the schema's first) of the subject's latest schema; a value that message cannot
+hold is a dead letter whose reason names the field (a producer could not have written it), a key an error. A
+JSON Schema input's are their JSON text after the latest id's header. Protobuf and JSON Schema keys in the output
+are printed as JSON too.
 """
 
 from __future__ import annotations
@@ -113,13 +115,14 @@ def _encoded(
     *,
     is_key: bool,
 ) -> bytes | None:
-    """A records file's JSON key or value as the input's bytes (Avro, Protobuf: the wire format with the schema
-    of :func:`~streamjoin.kafka.schema_registry.encoding_schema`, asked once per topic).
+    """A records file's JSON key or value as the input's bytes (Avro, Protobuf, JSON Schema: the wire format with
+    the schema of :func:`~streamjoin.kafka.schema_registry.encoding_schema`, asked once per topic and part).
 
     :raises _Unfit: a Protobuf value its message cannot hold (the reason names line, field, id and subject)
+    :raises ValueError: a key (or an Avro value) its schema cannot hold, naming line, topic and subject
     """
     serde = spec_input.key if is_key else spec_input.value
-    if serde.format not in (Format.AVRO, Format.JSON_SCHEMA, Format.PROTOBUF):
+    if not serde.format.in_registry:
         return encode(data, serde.format)
     where = (spec_input.topic, is_key)
     if where not in encoders:
@@ -127,35 +130,37 @@ def _encoded(
 
         schema_id, schema = encoding_schema(serde, spec_input.topic, is_key=is_key)
         if serde.format is Format.PROTOBUF:
-            encoders[where] = _protobuf_encoder(serde, spec_input.topic, schema_id, schema)
-        elif serde.format is Format.JSON_SCHEMA:  # the JSON text after the header, as Confluent's serializer
+            subject = serde.subject(spec_input.topic, is_key=is_key)
+            encoders[where] = _protobuf_encoder(serde, subject, schema_id, schema)
+        elif serde.format is Format.JSON_SCHEMA:  # the compact JSON text after the header, as Confluent's
+            # serializers write it (Java's and Python's alike): a key's bytes then match a producer's
             encoders[where] = lambda value: (
-                None if value is None else wire_header(schema_id) + json.dumps(value).encode()
+                None if value is None else wire_header(schema_id) + (encode(value, Format.JSON) or b"")
             )
         else:
             encoders[where] = partial(encode_wire, schema_id=schema_id, schema=schema)
     try:
         return encoders[where](data)
     except (ValueError, TypeError) as exc:
-        part = "key" if is_key else "value"
-        subject = serde.subject(spec_input.topic, is_key=is_key)
-        if serde.format is Format.PROTOBUF:
+        if serde.format is Format.PROTOBUF and not is_key:
             raise _Unfit(f"{UNDECODABLE}-value: line {line + 1}: the value does not fit {exc.args[0]}") from None
+        part, subject = ("key" if is_key else "value"), serde.subject(spec_input.topic, is_key=is_key)
+        fits = (exc.args[0] if serde.format is Format.PROTOBUF
+                else f"the {serde.format.label} schema of subject {subject!r} ({exc})")  # fmt: skip
         raise ValueError(
-            f"line {line + 1}: {part} {data!r} of topic {spec_input.topic!r} does not fit the Avro schema of "
-            f"subject {subject!r} ({exc}): write it as that schema's JSON"
+            f"line {line + 1}: {part} {data!r} of topic {spec_input.topic!r} does not fit {fits}: write it as "
+            "that schema's JSON"
         ) from None
 
 
-def _protobuf_encoder(serde: Serde, topic: str, schema_id: int, schema: str) -> Callable[[Any], bytes | None]:
-    """JSON values to the wire format of the message the job reads in ``schema`` (``schema_id``); its
-    ValueError's first argument names the field, message, id and subject.
+def _protobuf_encoder(serde: Serde, subject: str, schema_id: int, schema: str) -> Callable[[Any], bytes | None]:
+    """JSON keys or values to the wire format of the message the job reads in ``schema`` (``schema_id``, of
+    ``subject``); its ValueError's first argument names the field, message, id and subject.
 
     :raises SpecError: the schema has no such message (terminal: the job would dead-letter every value)
     """
     from streamjoin.kafka import protobuf
 
-    subject = serde.subject(topic)
     fds = protobuf.descriptor_set(schema, subject)
     name = serde.full_record_name or protobuf.main_message(fds)
     indexes = protobuf.message_indexes(fds, name) if name else None
@@ -351,19 +356,20 @@ def _unjson(text: str) -> Any:
 
 
 def _result_key(spec: PipelineSpec, key: Any, stage: int) -> Any:
-    """A join result's key as the records file writes it: an Avro key (its serialized bytes) decoded to JSON;
-    an aggregate's key (``stage`` 1) is its group (binary in the union with Avro keys: its UTF-8 text); a long key
-    (text in the union) a long again."""
+    """A join result's key as the records file writes it: a registry key (Avro, Protobuf, JSON Schema: its
+    serialized bytes) decoded to JSON; an aggregate's key (``stage`` 1) is its group (binary in the union with
+    those keys: its UTF-8 text); a long key (text in the union) a long again."""
     if key is not None and stage == 0 and spec.left.key.format is Format.LONG:
         return int(key)
-    if key is None or spec.left.key.format is not Format.AVRO:
+    if key is None or not spec.left.key.format.in_registry:
         return key
     return _decoded(key, spec.left.key) if stage == 0 else bytes(key).decode()
 
 
 def _dead_key(spec: PipelineSpec, topic: str, key: Any) -> Any:
     """A dead letter's key as the records file writes it: decoded with its source's key format (an input
-    topic's, else the join result's: the left input's); bytes that do not decode stay text (Avro: hex)."""
+    topic's, else the join result's: the left input's); bytes that do not decode stay text (a registry
+    format's: hex)."""
     try:
         serde = spec.input_by_topic(topic)[1].key
     except KeyError:

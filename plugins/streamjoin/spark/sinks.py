@@ -22,10 +22,11 @@ def _header(name: str, value: Column) -> Column:
 
 def encode_key(key: Column, fmt: Format) -> Column:
     """Key bytes: for ``long`` (an input key format) 8 bytes big-endian as Java's LongSerializer writes
-    them, else the key's UTF-8 text."""
+    them, for a registry format (``avro``, ``protobuf``, ``json_schema``) its serialized bytes again, else the
+    key's UTF-8 text."""
     if fmt is Format.LONG:
         return encode(key.cast("long"), Format.LONG)
-    if fmt is Format.AVRO:  # the serialized bytes, as events.decode_key holds them (hex)
+    if fmt.in_registry:  # the serialized bytes, as events.decode_key holds them (hex)
         return F.unhex(key)
     return key.cast("binary")
 

@@ -53,15 +53,16 @@ class ProvisionTopicsOperator(BaseOperator):
         return {**report.as_dict(), "registry_warnings": self._registry_warnings(spec)}
 
     def _registry_warnings(self, spec: Any) -> list[str]:
-        """Avro join keys under two schema ids never match (``schema_registry.key_subject_warnings``): logged
-        as warnings, as is a registry that cannot be asked; none without Avro keys."""
+        """Registry join keys (Avro, Protobuf, JSON Schema) under two schema ids never match
+        (``schema_registry.key_subject_warnings``): logged as warnings, as is a registry that cannot be asked;
+        none without such keys."""
         from streamjoin.core.errors import StreamJoinError
         from streamjoin.kafka.schema_registry import key_subject_warnings
 
         try:
             warnings = [str(w) for w in key_subject_warnings(spec)]
         except StreamJoinError as exc:
-            warnings = [f"the Avro key subjects could not be checked: {exc}"]
+            warnings = [f"the key subjects could not be checked: {exc}"]
         for warning in warnings:
             self.log.warning("%s", warning)
         return warnings
