@@ -21,10 +21,11 @@ from streamjoin.spark.events import DEAD_KEY, DEAD_VALUE, LOOKUP_KEY, null_key_s
 from streamjoin.spark.projection import is_json_text, key_selector
 from streamjoin.spark.sinks import encode_key, encode_value
 
+__all__ = ["derived_rows", "index_in_task", "root_of", "stage_input", "stage_specs", "stage_topics",
+           "with_emission_order"]  # fmt: skip
+
 #: a derived record's place (the kernel's ``Layout.CHAIN``): its trigger's ``__pos``, its emission order, its task
 CHAIN_POS, CHAIN_SEQ, CHAIN_TASK = "__chain_pos", "__chain_seq", "__chain_task"
-__all__ = ["derived_rows", "root_of", "stage_input", "stage_specs", "stage_topics", "with_emission_order"]
-
 #: the kernel results' emission order within their task (``monotonically_increasing_id`` on the kernel's rows)
 EMITTED = "__emitted"
 
@@ -47,9 +48,13 @@ def with_emission_order(results: DataFrame, *, last: bool) -> DataFrame:
     results at a later stage come from several derived records, each numbering its own from 0, so the sinks'
     and the aggregate's order (the trigger's place, then ``__sub``) needs the task's."""
     numbered = results.withColumn(EMITTED, F.monotonically_increasing_id())
-    if last:  # monotonically_increasing_id: the partition in the upper 31 bits, the row's index in the lower 33
-        numbered = numbered.withColumn("__sub", F.col(EMITTED).bitwiseAND(F.lit(0x7FFFFFFF)).cast("int"))
-    return numbered
+    return numbered.withColumn("__sub", index_in_task()) if last else numbered
+
+
+def index_in_task() -> Column:
+    """A numbered result's index among its task's (:data:`EMITTED` holds the partition in its upper 31 bits, the
+    row's index in the lower 33)."""
+    return F.col(EMITTED).bitwiseAND(F.lit(0x7FFFFFFF)).cast("int")
 
 
 def stage_input(joined: DataFrame, right: DataFrame, stage: PipelineSpec) -> DataFrame:

@@ -170,8 +170,7 @@ class _Ran:
 
 def _stage_output(frame: DataFrame, joiner: Joiner, fmt: Format, left_json: bool, spec: PipelineSpec) -> DataFrame:
     """An earlier stage's results as its own output writes them: ``__sub`` the row's index in its task."""
-    emitted = F.col(chain.EMITTED).bitwiseAND(F.lit(0x7FFFFFFF)).cast("int")
-    out = with_joined_value(frame.withColumn("__sub", emitted), joiner, fmt, left_json=left_json)
+    out = with_joined_value(frame.withColumn("__sub", chain.index_in_task()), joiner, fmt, left_json=left_json)
     return out.withColumn("key", output_key(F.col("key"), spec))
 
 
