@@ -80,10 +80,20 @@ def pid_alive(pid: int, must_contain: str | None = None) -> bool:
         if " Z" in (proc / "stat").read_text().split(")", 1)[1][:3]:
             return False
         if must_contain is not None:
-            return must_contain in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            return must_contain in _cmdline(proc)
     except OSError:
         return proc.exists() if must_contain is None else False
     return True
+
+
+def _cmdline(proc: Path) -> str:
+    """The process's command line. A driver just launched execs several times (env, bash, spark-class, java),
+    and while an exec installs the new image its command line reads empty: read again for up to a second."""
+    for _ in range(20):
+        if text := (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+            return text
+        time.sleep(0.05)
+    return ""
 
 
 _N = TypeVar("_N", int, float)

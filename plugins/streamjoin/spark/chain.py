@@ -67,7 +67,8 @@ def stage_input(joined: DataFrame, right: DataFrame, stage: PipelineSpec) -> Dat
         *[F.col(c) for c in right.columns],
         *[F.lit(None).cast(t).alias(c) for c, t in ((CHAIN_POS, "long"), (CHAIN_SEQ, "long"), (CHAIN_TASK, "int"))],
     )
-    return derived.select(*records.columns).unionByName(records)
+    # the input's records first: the kernel's order, not the rows' arrival, puts what a record made before it
+    return records.unionByName(derived.select(*records.columns))
 
 
 def derived_rows(joined: DataFrame, stage: PipelineSpec, right_type: object) -> DataFrame:

@@ -72,7 +72,8 @@ def _decode(raw: DataFrame, spec: PipelineSpec, avro: dict[str, AvroSchemas], le
     lval, lerr = decode(F.col("value"), left.value, lavro) if left_records else (no_value, no_value)
     rval, rerr = decode(F.col("value"), right.value, ravro)
     if left_records and join.left == join.right:  # a self-join (KIP-862): each record on both sides
-        raw = raw.withColumn(SELF_SIDE, F.lit("L")).unionByName(raw.withColumn(SELF_SIDE, F.lit("R")))
+        # the right copies first: the kernel's order, not the rows' arrival, puts a record's left side first
+        raw = raw.withColumn(SELF_SIDE, F.lit("R")).unionByName(raw.withColumn(SELF_SIDE, F.lit("L")))
         is_left = F.col(SELF_SIDE) == F.lit("L")
     else:
         is_left = F.col("topic") == F.lit(left.topic) if left_records else F.lit(False)
