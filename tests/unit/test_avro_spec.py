@@ -300,10 +300,18 @@ def test_json_schema_values_are_input_values_with_registry_settings() -> None:
     data = _spec({"format": "json_schema"}, {"topic": "enriched", "value_format": "json_schema"})
     data["aggregate"] = {"group_by": {"expr": "value.region"}, "reduce": "count",
                          "output": {"topic": "per-region", "value_format": "json_schema"}}  # fmt: skip
-    # the join's output may be json_schema (its schema derived from the select); the aggregate's not
-    (problem,) = spec_problems(data)
-    assert (problem.path, problem.value) == ("aggregate.output.value_format", "json_schema")
-    assert "JSON Schema aggregate outputs are not supported" in str(problem)
+    # the aggregate's output may be a registry format too: its value is a scalar (a primitive schema)
+    for fmt in ("avro", "json_schema", "protobuf"):
+        data["aggregate"]["output"]["value_format"] = fmt
+        assert spec_problems(data) == []
+    from streamjoin.core.spec import Sink
+    from streamjoin.spark.serde import output_schema
+
+    sink = Sink(topic="per-region", value_format="avro")
+    assert json.loads(output_schema(sink, T.LongType()).schema) == "long"
+    assert json.loads(output_schema(sink, T.DoubleType()).schema) == "double"
+    derived = output_schema(Sink(topic="per-region", value_format="json_schema"), T.DoubleType())
+    assert (json.loads(derived.schema)["type"], derived.kind, derived.scalar) == ("number", "JSON", True)
     scalar = _spec({"format": "json_schema"}, {"topic": "enriched", "value_format": "json_schema"},
                    joiner={"select": "left.clicks"})  # fmt: skip
     (problem,) = spec_problems(scalar)

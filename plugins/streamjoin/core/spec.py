@@ -568,12 +568,6 @@ def _cross_field_problems(spec: PipelineSpec) -> list[tuple[str, Any, str]]:
              f"'json', 'string' or 'long': an {what} is derived from a joiner that builds a struct "
              "(the default {left, right} or a select of fields), not from one expression or a function"),
         )  # fmt: skip
-    fmt = spec.aggregate.output.value_format if spec.aggregate is not None else None
-    if fmt is not None and fmt.in_registry:
-        problems.append(
-            ("aggregate.output.value_format", fmt.value, f"'long', 'string' or 'json': {fmt.label} aggregate "
-             "outputs are not supported (the join's output may be 'avro', 'json_schema' or 'protobuf')"),
-        )  # fmt: skip
     for name, inp in inputs.items():
         # a registry key is its serialized bytes, as Kafka Streams compares keys: nothing reads its fields
         for field, given in (("reader_schema", inp.key.reader_schema), ("schema", inp.key.fields)):

@@ -232,13 +232,15 @@ def batch_schemas(spec: PipelineSpec) -> dict[str, AvroSchemas]:
 
 
 @cache
-def register_output(sink: Sink, schema: str, schema_type: str = "AVRO") -> int:
-    """Register an output's value schema (``schema_type``: ``AVRO``, ``JSON`` or ``PROTOBUF``) under its subject (its
-    compatibility level set first); the schema's id. Registering a schema the subject has returns its id. Once
-    per process and schema.
+def register_output(sink: Sink, schema: str, schema_type: str = "AVRO", message: str | None = None) -> int:
+    """Register an output's value schema (``schema_type``: ``AVRO``, ``JSON`` or ``PROTOBUF``; ``message``: a
+    Protobuf one's full name) under its subject: its compatibility level set first, then the registry asked whether
+    the schema is compatible with the latest version (:func:`output_incompatibility`), then registered; the
+    schema's id. Registering a schema the subject has returns its id. Once per process and schema.
 
-    :raises SchemaRegistrationError: the registry refuses it (terminal: names subject, latest version and
-        the registry's message)
+    :raises SchemaRegistrationError: the registry refuses it or finds it incompatible (terminal: names subject,
+        latest version, the fields that differ and the registry's message)
+    :raises SchemaRegistryUnavailableError: the registry does not answer (transient)
     """
     from confluent_kafka.schema_registry import Schema
     from confluent_kafka.schema_registry.error import SchemaRegistryError
@@ -251,6 +253,9 @@ def register_output(sink: Sink, schema: str, schema_type: str = "AVRO") -> int:
         new = not subject_ids(config, subject)
         if not new:
             _call(config, f"compatibility of {subject!r}", registry.set_compatibility, subject, level)
+            refused = output_incompatibility(sink, schema, schema_type, message)
+            if refused is not None:
+                raise SchemaRegistrationError(subject, refused[0], f"{refused[1]}; {_what_to_do(sink)}")
         schema_id = int(_call(config, f"register under {subject!r}", registry.register_schema, subject,
                               Schema(schema, schema_type)))  # fmt: skip
         if new:
@@ -262,6 +267,97 @@ def register_output(sink: Sink, schema: str, schema_type: str = "AVRO") -> int:
         raise SchemaRegistrationError(subject, latest, f"{exc.error_message} (HTTP {exc.http_status_code}); "
                                       f"the schema: {schema if schema_type == 'PROTOBUF' else json.loads(schema)}"
                                       ) from exc  # fmt: skip
+
+
+def _what_to_do(sink: Sink) -> str:
+    return (f"a person must act: keep the output's fields and their types, or set the output's compatibility "
+            f"(now {sink.compatibility.value}), or write to a new topic")  # fmt: skip
+
+
+def output_incompatibility(
+    sink: Sink, schema: str, schema_type: str, message: str | None = None
+) -> tuple[int, str] | None:
+    """None when ``sink``'s subject has no versions (nothing to be compatible with) or the registry finds
+    ``schema`` compatible with its latest version under the subject's level (``POST
+    /compatibility/subjects/{subject}/versions/latest``); else ``(latest version, why)``: the fields that differ
+    from it by name and type, or the registry's own failure when its check fails the same way twice while it
+    answers (Apicurio 2.1.5 answers HTTP 500, a NullPointerException, to a Protobuf version that drops a field:
+    no restart helps).
+
+    :raises SchemaRegistryUnavailableError: the registry does not answer, or fails the check once (transient)
+    """
+    from confluent_kafka.schema_registry import Schema
+
+    config = registry_config(sink.registry_conn_id)
+    subject = sink.subject
+    versions = subject_versions(config, subject)
+    if not versions:
+        return None
+    version, latest_id = versions[-1]
+    verdict = _compatible(config, subject, Schema(schema, schema_type))
+    if verdict is True:
+        return None
+    changes = field_changes(schema_type, writer_schema(config, latest_id), schema, message)
+    if verdict is False:
+        return version, (f"the registry finds the derived {_LABELS[schema_type]} schema incompatible with it "
+                         f"under its compatibility level: {changes}")  # fmt: skip
+    return version, (f"the registry fails checking the derived {_LABELS[schema_type]} schema against it, twice the "
+                     f"same way ({verdict}): a restart does not help; {changes}")  # fmt: skip
+
+
+_LABELS = {"AVRO": "Avro", "JSON": "JSON Schema", "PROTOBUF": "Protobuf"}
+
+
+def _compatible(config: RegistryConfig, subject: str, schema: Any) -> bool | str:
+    """The registry's compatibility verdict on ``schema`` against ``subject``'s latest version; a string: the
+    registry's 5xx message when its check failed twice alike (a bug of the registry's checker, not an outage)."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    check = client(config).test_compatibility
+    what = f"compatibility check in {subject!r}"
+    failures = []
+    for _ in range(2):
+        try:
+            return bool(_call(config, what, check, subject, schema))
+        except SchemaRegistryUnavailableError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, SchemaRegistryError):
+                raise  # no answer: an outage
+            failures.append(f"HTTP {cause.http_status_code}: {cause.error_message}")
+    if failures[0] != failures[1]:
+        raise SchemaRegistryUnavailableError(config.url, f"{what}: {failures[-1]}")
+    return failures[0]
+
+
+def field_changes(schema_type: str, before: str, after: str, message: str | None = None) -> str:
+    """The fields of ``after`` that differ from ``before`` by name and type (``field 'clicks': long -> string``,
+    ``field 'page' removed``, ``field 'n' added``); the top-level value when it is no record, object or message."""
+    old, new = _fields(schema_type, before, message), _fields(schema_type, after, message)
+    changes = [f"field {name!r}: {old[name]} -> {new[name]}" for name in new if name in old and old[name] != new[name]]
+    changes += [f"field {name!r} removed" for name in old if name not in new]
+    changes += [f"field {name!r} added ({new[name]})" for name in new if name not in old]
+    return "; ".join(changes) or "no field differs by name and type"
+
+
+def _fields(schema_type: str, text: str, message: str | None) -> dict[str, str]:
+    """``{field: type}`` of a schema's record, object or message (``{"<value>": type}`` for a primitive)."""
+    if schema_type == "PROTOBUF":
+        from streamjoin.kafka import protobuf
+
+        fds = protobuf.descriptor_set(text, "schema")
+        name = message or protobuf.main_message(fds)
+        try:
+            return dict(protobuf.message_fields(fds, name)) if name else {}
+        except KeyError:
+            return {}
+    schema = json.loads(text)
+    if schema_type == "AVRO" and isinstance(schema, dict) and schema.get("type") == "record":
+        return {f["name"]: json.dumps(f["type"]) for f in schema["fields"]}
+    if schema_type == "JSON" and isinstance(schema, dict) and "properties" in schema:
+        return {name: json.dumps(prop.get("type", prop)) for name, prop in schema["properties"].items()}
+    if isinstance(schema, dict):
+        schema = schema.get("type", schema)
+    return {"<value>": json.dumps(schema)}
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ A decoded value comes with an ``error`` column: a non-null reason marks a record
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -230,6 +229,18 @@ def reader_type(avro: AvroSchemas) -> T.DataType:
 
 
 @dataclass(frozen=True)
+class OutputSchema:
+    """An output's value schema as the job registers it: the text, its registry type (``AVRO``, ``JSON``,
+    ``PROTOBUF``), a Protobuf one's message (its full name); ``scalar``: a value that is no struct (an aggregate's
+    sum or count), which Protobuf holds in a message's one field :data:`SCALAR_FIELD`."""
+
+    schema: str
+    kind: str
+    message: str | None = None
+    scalar: bool = False
+
+
+@dataclass(frozen=True)
 class AvroOutput:
     """An Avro, JSON Schema or Protobuf output's registered value schema and its id (the 5-byte header before each
     value); a Protobuf one's message too (its full name; ``schema`` is the ``.proto`` text)."""
@@ -237,58 +248,76 @@ class AvroOutput:
     schema_id: int
     schema: str
     message: str | None = None
+    scalar: bool = False
+
+
+#: the field of the Protobuf message that holds a scalar output value (an aggregate's): ``int64 value = 1;``
+SCALAR_FIELD = "value"
+_KINDS = {Format.AVRO: "AVRO", Format.JSON_SCHEMA: "JSON", Format.PROTOBUF: "PROTOBUF"}
+
+
+def output_schema(sink: Sink, value_type: T.DataType) -> OutputSchema:
+    """The schema of the values ``sink`` gets, derived from their Spark type as the job registers it (the one
+    place: the job's first batch and ``streamjoin validate --registry`` both call this). Avro: :func:`avro_schema`,
+    a record named after the topic (a scalar: its primitive, ``"long"`` or ``"double"``); JSON Schema:
+    :func:`json_schema`, titled after the topic (a scalar: ``{"type": "integer"}`` or ``"number"``); Protobuf:
+    :func:`~streamjoin.kafka.protobuf.proto_schema`, message ``streamjoin.<topic>`` numbered as the subject's latest
+    version (asks the registry; a scalar: the message's one field ``value = 1``).
+
+    :raises SpecError: a type the format cannot hold (terminal)
+    """
+    kind = _KINDS[sink.value_format]
+    scalar = not isinstance(value_type, T.StructType | T.MapType | T.ArrayType)
+    try:
+        if sink.value_format is Format.PROTOBUF:
+            return OutputSchema(_proto_text(sink, value_type, scalar), kind, sink.record_name, scalar)
+        derive = avro_schema if sink.value_format is Format.AVRO else json_schema
+        schema = json.dumps(derive(value_type, sink.record_name), separators=(",", ":"))
+    except ValueError as exc:
+        path = "aggregate" if scalar else "join.joiner.select"
+        what = f"a value {sink.value_format.label} can hold for output {sink.topic!r} ({exc})"
+        raise SpecError("<spec>", path, value_type.simpleString(), what) from None
+    return OutputSchema(schema, kind, None, scalar)
+
+
+def _proto_text(sink: Sink, value_type: T.DataType, scalar: bool) -> str:
+    from streamjoin.kafka import protobuf
+    from streamjoin.kafka.schema_registry import latest_schema, registry_config
+
+    if scalar:  # never null: a null aggregate is a tombstone, not a message
+        value_type = T.StructType([T.StructField(SCALAR_FIELD, value_type, False)])
+    if not isinstance(value_type, T.StructType):
+        raise ValueError(f"a struct, not {value_type.simpleString()}")
+    previous = latest_schema(registry_config(sink.registry_conn_id), sink.subject)
+    return protobuf.proto_schema(value_type, sink.record_name, previous)
+
+
+def registered_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
+    """:func:`output_schema` of the values ``sink`` gets, registered under the sink's subject (once per process and
+    schema; the registry's compatibility check first).
+
+    :raises SchemaRegistrationError: the registry refuses it (terminal)
+    """
+    from streamjoin.kafka.schema_registry import register_output
+
+    derived = output_schema(sink, value_type)
+    schema_id = register_output(sink, derived.schema, derived.kind, derived.message)
+    return AvroOutput(schema_id, derived.schema, derived.message, derived.scalar)
 
 
 def avro_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
-    """The Avro schema of the values ``sink`` gets (:func:`avro_schema` of their Spark type, a record named
-    after the topic), registered under the sink's subject (once per process and schema).
-
-    :raises SchemaRegistrationError: the registry refuses it (terminal)
-    """
-    return _registered(sink, value_type, avro_schema, "AVRO", "a value Avro can hold")
+    """An Avro output's :func:`registered_output`."""
+    return registered_output(sink, value_type)
 
 
 def json_schema_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
-    """The JSON Schema of the values ``sink`` gets (:func:`json_schema` of their Spark type, titled after the
-    topic), registered under the sink's subject (once per process and schema).
-
-    :raises SchemaRegistrationError: the registry refuses it (terminal)
-    """
-    return _registered(sink, value_type, json_schema, "JSON", "a value JSON Schema can describe")
-
-
-def _registered(sink: Sink, value_type: T.DataType, derive: Callable[..., Any], kind: str,
-                what: str) -> AvroOutput:  # fmt: skip
-    """The schema ``derive`` gives ``value_type``, registered as ``kind`` under ``sink``'s subject."""
-    from streamjoin.kafka.schema_registry import register_output
-
-    try:
-        schema = json.dumps(derive(value_type, sink.record_name), separators=(",", ":"))
-    except ValueError as exc:
-        raise SpecError("<spec>", "join.joiner.select", value_type.simpleString(),
-                        f"{what} for output {sink.topic!r} ({exc})") from None  # fmt: skip
-    return AvroOutput(register_output(sink, schema, kind), schema)
+    """A JSON Schema output's :func:`registered_output`."""
+    return registered_output(sink, value_type)
 
 
 def protobuf_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
-    """The ``.proto`` of the values ``sink`` gets (:func:`~streamjoin.kafka.protobuf.proto_schema` of their Spark
-    type: message ``streamjoin.<topic>``, its fields numbered as in the subject's latest version), registered under
-    the sink's subject (once per process and schema).
-
-    :raises SchemaRegistrationError: the registry refuses it (terminal)
-    """
-    from streamjoin.kafka import protobuf
-    from streamjoin.kafka.schema_registry import latest_schema, register_output, registry_config
-
-    try:
-        if not isinstance(value_type, T.StructType):
-            raise ValueError(f"a struct, not {value_type.simpleString()}")
-        previous = latest_schema(registry_config(sink.registry_conn_id), sink.subject)
-        schema = protobuf.proto_schema(value_type, sink.record_name, previous)
-    except ValueError as exc:
-        raise SpecError("<spec>", "join.joiner.select", value_type.simpleString(),
-                        f"a value Protobuf can hold for output {sink.topic!r} ({exc})") from None  # fmt: skip
-    return AvroOutput(register_output(sink, schema, "PROTOBUF"), schema, sink.record_name)
+    """A Protobuf output's :func:`registered_output` (fields numbered as in the subject's latest version)."""
+    return registered_output(sink, value_type)
 
 
 def json_schema(data_type: T.DataType, title: str | None = None, nullable: bool = False) -> dict[str, Any]:
@@ -346,11 +375,15 @@ def encode(value: Column, fmt: Format, avro: AvroOutput | None = None) -> Column
         indexes = protobuf.message_indexes(fds, avro.message)
         assert indexes is not None, "proto_schema's message is its file's first"
         prefix, name = wire_header(avro.schema_id) + indexes, avro.message
+        if avro.scalar:
+            value = F.when(value.isNotNull(), F.struct(value.alias(SCALAR_FIELD)))
         return F.udf(lambda row: protobuf.encode_row(row, fds, name, prefix), T.BinaryType())(value)
     if fmt is Format.JSON_SCHEMA:
         assert avro is not None, "a json_schema output encodes with its registered schema's id"
         header = F.lit(bytearray(wire_header(avro.schema_id)))
-        text = F.to_json(value, {"ignoreNullFields": "false"}).cast("binary")
+        # a scalar (an aggregate's number) is its JSON text, as Confluent's JSONSerializer writes a number
+        json_text = value.cast("string") if avro.scalar else F.to_json(value, {"ignoreNullFields": "false"})
+        text = json_text.cast("binary")
         return F.when(value.isNotNull(), F.concat(header, text))
     if fmt is Format.AVRO:
         from pyspark.sql.avro.functions import to_avro

@@ -13,7 +13,7 @@ from streamjoin.core.spec import Format, PipelineSpec, Sink
 from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 from streamjoin.spark.events import ORDER
 from streamjoin.spark.projection import is_json_text
-from streamjoin.spark.serde import AvroOutput, avro_output, encode, json_schema_output, protobuf_output
+from streamjoin.spark.serde import AvroOutput, encode, registered_output
 
 
 def _header(name: str, value: Column) -> Column:
@@ -87,12 +87,7 @@ def kafka_rows(rows: DataFrame, sink: Sink, topic: str, *, sort: bool = True) ->
         # one writer per key, in emission order: Kafka keeps the order of one producer per partition
         rows = rows.repartition("key").sortWithinPartitions(*ORDER, "__sub")
     # a registered output's schema is registered when its program is built (the job's first batch)
-    avro = (
-        avro_output(sink, value_type) if sink.value_format is Format.AVRO
-        else json_schema_output(sink, value_type) if sink.value_format is Format.JSON_SCHEMA
-        else protobuf_output(sink, value_type) if sink.value_format is Format.PROTOBUF
-        else None
-    )  # fmt: skip
+    avro = registered_output(sink, value_type) if sink.value_format.in_registry else None
     return rows.select(
         encode_key(
             F.col("key"), Format.LONG if isinstance(rows.schema["key"].dataType, T.LongType) else Format.STRING
