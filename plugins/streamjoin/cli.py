@@ -2,8 +2,10 @@
 
 streamjoin validate include/pipelines/*.yaml [--registry]
                                                   every problem of every spec; exit 1 if any (for CI); with
-                                                  --registry, Avro inputs' subjects and reader schemas too,
-                                                  and a warning for Avro join keys under two schema ids
+                                                  --registry, registry inputs' subjects and reader schemas too,
+                                                  a warning for registry join keys under two schema ids, and
+                                                  each registry output's derived schema checked for
+                                                  compatibility with its subject (a local Spark session)
 streamjoin plan include/pipelines/X.yaml [--bootstrap B]
                                                   the topics the spec needs, co-partitioning; with a broker:
                                                   which exist, what differs, what provisioning would refuse
@@ -102,7 +104,7 @@ def validate_command(args: argparse.Namespace) -> int:
     for path in args.specs:
         problems: list[Any] = spec_file_problems(path)
         if not problems and args.registry:
-            problems = _registry_problems(path)
+            problems = _registry_problems(path) or _output_problems(path)
             for warning in _key_warnings(path):
                 print(f"warning: {warning}")
         if problems:
@@ -123,6 +125,27 @@ def _registry_problems(path: str) -> list[Any]:
 
     try:
         return [f"{path}: {problem}" for problem in subject_problems(load_spec(path))]
+    except StreamJoinError as exc:
+        return [f"{path}: {exc}"]
+
+
+def _output_problems(path: str) -> list[Any]:
+    """The spec's registry outputs' schemas, derived as the job derives them, checked for compatibility with their
+    subjects (``schema_registry.output_problems``). Deriving them needs the job's batch program: a local Spark
+    session (``local[1]``, no Kafka) is started here, only for a spec with such an output (pyspark is imported
+    here, not when a DAG file parses)."""
+    from streamjoin.kafka.schema_registry import output_problems, registry_outputs
+
+    spec = load_spec(path)
+    if not registry_outputs(spec):
+        return []
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from streamjoin.spark.session import build_session
+
+    spark = build_session("streamjoin-validate", master="local[1]", shuffle_partitions=1, with_kafka=False,
+                          extra_conf={"spark.ui.enabled": "false"})  # fmt: skip
+    try:
+        return [f"{path}: {problem}" for problem in output_problems(spark, spec)]
     except StreamJoinError as exc:
         return [f"{path}: {exc}"]
 
@@ -182,8 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     validate = commands.add_parser("validate", help="check specs: every problem of each, exit 1 if any")
     validate.add_argument("specs", nargs="+", help="pipeline spec files")
     validate.add_argument("--registry", action="store_true",
-                          help="also check Avro inputs' subjects: they exist and the reader schema reads every "
-                          "version (the serdes' registry connections)")  # fmt: skip
+                          help="also check registry inputs' subjects (they exist, the reader schema reads every "
+                          "version) and registry outputs' derived schemas against their subjects' latest versions "
+                          "(starts a local Spark session)")  # fmt: skip
     plan = commands.add_parser("plan", help="the topics a spec needs and whether a broker's topics fit")
     plan.add_argument("spec", help="pipeline spec file")
     plan.add_argument("--bootstrap", help="compare with this broker's topics (read only)")

@@ -177,8 +177,9 @@ def _per_key(rows: list[tuple[str, Any, Any, int]]) -> dict[tuple[str, Any], lis
     return dict(grouped)
 
 
-def _reference(run: Run) -> list[Emitted]:
-    """The reference engine over the records that decode (read as the job reads them: v2 is the reader)."""
+def _reference(run: Run, spec: PipelineSpec | None = None, functions: dict[str, Any] | None = None) -> list[Emitted]:
+    """The reference engine over the records that decode (read as the job reads them: v2 is the reader), for
+    ``spec`` (default: the run's) over the run's topics."""
     records = []
     for offset, (topic, key, data, ts) in enumerate(run.produced):
         if data is not None and int.from_bytes(data[1:5], "big") == UNKNOWN_ID:
@@ -188,7 +189,7 @@ def _reference(run: Run) -> list[Emitted]:
         except Exception:  # the truncated payload: fastavro cannot read it either
             continue
         records.append(Record(topic, key.hex().upper(), value, ts - run.base, 0, offset))
-    return ReferenceEngine(run.spec, _reference_functions()).replay_batch(records)
+    return ReferenceEngine(spec or run.spec, functions or _reference_functions()).replay_batch(records)
 
 
 @pytest.mark.spark
@@ -332,6 +333,54 @@ def test_validate_and_provisioning_check_the_subjects(
     report = ProvisionTopicsOperator(task_id="provision", spec_path=paths[3]).execute(context={})
     assert report["created"] == [] and report["registry_warnings"] == [lines[-3].split(": ", 2)[2]]
     assert ProvisionTopicsOperator(task_id="provision", spec_path=paths[0]).execute({})["registry_warnings"] == []
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_validate_checks_each_registry_outputs_derived_schema_against_its_subjects_latest_version(
+    avro_run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``streamjoin validate --registry`` derives each registry output's schema as the job does (its batch
+    program's value type) and asks the registry about it: the run's own select is compatible with the version the
+    job registered; a select whose clicks became text is not (named: subject, version, field); an Avro aggregate
+    output (a "long") is fine on a subject without versions, and refused on one that holds a string."""
+    import yaml
+
+    from streamjoin.cli import main
+    from streamjoin.kafka import schema_registry
+
+    run = avro_run
+    data = run.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
+    client = schema_registry.client(schema_registry.registry_config("schema_registry_default"))
+    from confluent_kafka.schema_registry import Schema
+
+    taken = f"avro-totals-taken-{uuid.uuid4().hex[:8]}"
+    client.register_schema(f"{taken}-value", Schema(json.dumps("string"), "AVRO"))
+    client.set_compatibility(f"{taken}-value", "BACKWARD")
+    paths = []
+    for name in ("ok", "text clicks", "new totals", "taken totals"):
+        spec = json.loads(json.dumps(data))
+        if name == "text clicks":
+            spec["join"]["joiner"]["select"]["clicks"] = "cast(left.clicks as string)"
+        if name.endswith("totals"):
+            topic = taken if name == "taken totals" else f"avro-totals-new-{uuid.uuid4().hex[:8]}"
+            spec["aggregate"]["output"] = {"topic": topic, "value_format": "avro"}
+        path = tmp_path / f"{name.replace(' ', '_')}.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        paths.append(str(path))
+    assert main(["validate", "--registry", *paths]) == 1
+    subject = f"{run.spec.output.topic}-value"
+    assert _verdicts(capsys.readouterr().out) == [
+        f"ok: {paths[0]}",
+        f"error: {paths[1]}: output.value_format: version 1 of subject {subject!r}: the registry finds the derived "
+        "Avro schema incompatible with it under its compatibility level: field 'clicks': [\"null\", \"long\"] -> "
+        "[\"null\", \"string\"]",
+        f"ok: {paths[2]}",
+        f"error: {paths[3]}: aggregate.output.value_format: version 1 of subject '{taken}-value': the registry finds "
+        "the derived Avro schema incompatible with it under its compatibility level: field '<value>': \"string\" -> "
+        "\"long\"",
+        "4 specs, 2 invalid",
+    ]  # fmt: skip
 
 
 def _verdicts(out: str) -> list[str]:

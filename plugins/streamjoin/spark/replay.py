@@ -34,7 +34,7 @@ from streamjoin.core.codec import decode, encode
 from streamjoin.core.errors import SpecError
 from streamjoin.core.join_plan import UNDECODABLE, result_topic
 from streamjoin.core.ordering import source_orders
-from streamjoin.core.spec import Format, Input, PipelineSpec, Serde
+from streamjoin.core.spec import Format, Input, PipelineSpec, Serde, Sink
 from streamjoin.spark.engine import process_batch
 from streamjoin.spark.events import ORDER
 from streamjoin.spark.kernel import unload
@@ -60,6 +60,25 @@ Refused = dict[tuple[str, int, int], tuple[str, Any]]
 
 class _Unfit(ValueError):
     """A records file's value its input's schema cannot hold, as a dead letter's reason."""
+
+
+def output_value_types(spark: SparkSession, spec: PipelineSpec) -> list[tuple[str, Sink, T.DataType]]:
+    """``(spec path, sink, Spark type)`` of the values each Kafka output in a registry format gets: the types of the
+    batch program the job builds (:func:`process_batch` over an empty batch, as the job's first batch derives its
+    output schemas: nothing runs; the inputs' schemas are asked of the registry)."""
+    from streamjoin.kafka.schema_registry import registry_outputs
+
+    sinks = registry_outputs(spec)
+    if not sinks:
+        return []
+    out = process_batch(spark.createDataFrame([], RAW_SCHEMA), spec, KernelCheckpoint(None))
+    # process_batch's stage results come in the order of the stages with an output
+    stages = [f"{spec.stage_path(i)}.output" for i, stage in enumerate(spec.earlier_joins) if stage.output]
+    frames = {path: frame for path, (_, frame) in zip(stages, out.stage_results, strict=True)}
+    frames["output"] = out.results
+    if out.aggregates is not None:
+        frames["aggregate.output"] = out.aggregates
+    return [(path, sink, frames[path].schema["value"].dataType) for path, sink in sinks]
 
 
 def raw_frame(spark: SparkSession, spec: PipelineSpec, records: Iterable[dict[str, Any]], batch: bool) -> DataFrame:
