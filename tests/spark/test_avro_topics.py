@@ -43,6 +43,9 @@ CLICK_V1 = {"type": "record", "name": "Click", "namespace": "demo",
 CLICK_V2 = {**CLICK_V1, "fields": [*CLICK_V1["fields"], {"name": "page", "type": "string", "default": "home"}]}
 REGION = {"type": "record", "name": "Region", "namespace": "demo", "fields": [{"name": "region", "type": "string"}]}
 USER_KEY = {"type": "record", "name": "UserKey", "namespace": "demo", "fields": [{"name": "user", "type": "string"}]}
+#: the JSON Schema run's keys, on both topics
+JSON_KEY = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "UserKey", "type": "object",
+            "properties": {"user": {"type": "string"}}}  # fmt: skip
 
 
 def _spec(suffix: str) -> PipelineSpec:
@@ -593,7 +596,10 @@ class ProtobufRun:
     bad_key: tuple[bytes, bytes] | None = None
 
     def key_json(self, key: bytes, writer: Any) -> Any:
-        """A key of the run as JSON: Avro's or (the Protobuf run's) the UserKey message."""
+        """A key of the run as JSON: Avro's, (the JSON Schema run's) the text after the header, or (the Protobuf
+        run's) the UserKey message."""
+        if self.spec.left.key.format is Format.JSON_SCHEMA:
+            return json.loads(key[5:])
         if self.spec.left.key.format is not Format.PROTOBUF:
             return decode_wire(key, writer)
         from streamjoin.kafka import protobuf
@@ -932,8 +938,10 @@ CLICK_JSON_V2 = {**CLICK_JSON_V1, "properties": {**CLICK_JSON_V1["properties"], 
 @pytest.fixture(scope="module")
 def json_schema_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFactory) -> ProtobufRun:
     """JSON Schema clicks in Confluent's wire format (magic byte, id, the JSON text, as Confluent's
-    JSONSerializer writes them) at avro_run's clicks' keys and times, joined with avro_run's Avro regions table
-    into a JSON Schema output; one record of an unknown id, one whose text is not JSON."""
+    JSONSerializer writes them) at avro_run's clicks' times, joined with avro_run's Avro regions (on a topic of
+    their own) into a JSON Schema output; the keys on both topics are JSON Schema (one key schema, so one id: the
+    header, then the compact JSON text) of avro_run's users. One record of an unknown id, one whose text is not
+    JSON."""
     from confluent_kafka.schema_registry import Schema
 
     from streamjoin.kafka import schema_registry
@@ -941,8 +949,10 @@ def json_schema_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFacto
 
     suffix = "-" + uuid.uuid4().hex[:8]
     data = avro_run.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
-    clicks = f"js-clicks{suffix}"
-    data["inputs"]["clicks"] = {**data["inputs"]["clicks"], "topic": clicks, "value": {"format": "json_schema"}}
+    clicks, regions = f"js-clicks{suffix}", f"js-regions{suffix}"
+    data["inputs"]["clicks"] = {**data["inputs"]["clicks"], "topic": clicks, "value": {"format": "json_schema"},
+                                "key": {"format": "json_schema"}}  # fmt: skip
+    data["inputs"]["regions"] = {**data["inputs"]["regions"], "topic": regions, "key": {"format": "json_schema"}}
     data["output"].update(topic=f"js-enriched{suffix}", value_format="json_schema")
     data["aggregate"]["output"]["topic"] = f"js-per-region{suffix}"
     data["dead_letter_topic"] = f"js-dlq{suffix}"
@@ -950,14 +960,17 @@ def json_schema_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFacto
     ensure_topics({"bootstrap.servers": avro_run.bootstrap}, plan_topics(spec))
     client = schema_registry.client(schema_registry.registry_config("schema_registry_default"))
     ids = {"v1": client.register_schema(f"{clicks}-value", Schema(json.dumps(CLICK_JSON_V1), "JSON"))}
-    assert client.register_schema(f"{clicks}-key", Schema(json.dumps(USER_KEY), "AVRO")) == avro_run.ids["key"]
+    ids["key"] = client.register_schema(f"{clicks}-key", Schema(json.dumps(JSON_KEY), "JSON"))
+    assert client.register_schema(f"{regions}-key", Schema(json.dumps(JSON_KEY), "JSON")) == ids["key"]
+    assert client.register_schema(f"{regions}-value", Schema(json.dumps(REGION), "AVRO")) == avro_run.ids["region"]
 
     def click(version: str, **fields: Any) -> bytes:
         return wire_header(ids[version]) + json.dumps(fields).encode()
 
     produced: list[tuple[str, bytes, bytes | None, int]] = []
-    sent = []
     for topic, key, value, ts in avro_run.produced[:-2]:  # the Avro clicks that decode, and the regions
+        user = decode_wire(key, avro_run.writer)["user"]
+        key = wire_header(ids["key"]) + json.dumps({"user": user}, separators=(",", ":")).encode()
         if topic == avro_run.spec.left.topic:
             clicks_n = decode_wire(value, avro_run.writer)["clicks"]
             if clicks_n == 15:  # mid-stream, the producer moves to v2
@@ -967,7 +980,8 @@ def json_schema_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFacto
             else:  # v1: page sometimes absent (not required: null)
                 value = click("v1", clicks=clicks_n, **({"page": "home"} if clicks_n % 3 else {}))
             topic = clicks
-            sent.append((topic, key, value, ts))
+        else:
+            topic = regions
         produced.append((topic, key, value, ts))
     last_key, ts = produced[-1][1], produced[-1][3]
     unknown = wire_header(UNKNOWN_ID) + produced[-1][2][5:]  # type: ignore[index]
@@ -975,7 +989,7 @@ def json_schema_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFacto
     for value in (unknown, not_json):
         ts += 10
         produced.append((clicks, last_key, value, ts))
-        sent.append((clicks, last_key, value, ts))
+    sent = produced
     produce_records(avro_run.bootstrap, [(t, k, v, stamp, []) for t, k, v, stamp in sent])
     settings = JobSettings(bootstrap=avro_run.bootstrap, checkpoint_dir=str(tmp_path_factory.mktemp("js-ck")),
                            available_now=True, home=str(tmp_path_factory.mktemp("js-home")))  # fmt: skip
@@ -988,9 +1002,10 @@ def json_schema_run(spark, avro_run: Run, tmp_path_factory: pytest.TempPathFacto
 def test_json_schema_clicks_joined_with_an_avro_table_match_the_reference_per_key(
     avro_run: Run, json_schema_run: ProtobufRun
 ) -> None:
-    """Both JSON Schema versions' clicks decode into the latest's fields (absent ones null); per key the JSON
-    Schema output (its schema derived from the select, registered under the output's subject: the header's id)
-    and the totals are the reference engine's over the decoded records."""
+    """Both JSON Schema versions' clicks decode into the latest's fields (absent ones null), joined with the
+    regions by their JSON Schema keys' bytes; per key the JSON Schema output (its schema derived from the select,
+    registered under the output's subject: the header's id) and the totals are the reference engine's over the
+    decoded records."""
     from streamjoin.kafka.schema_registry import registry_config, subject_ids
 
     run, spec = json_schema_run, json_schema_run.spec
@@ -1019,6 +1034,7 @@ def test_json_schema_clicks_joined_with_an_avro_table_match_the_reference_per_ke
     for record in consume_all(avro_run.bootstrap, spec.output.topic, timeout=30):
         ts = int(dict(record.headers)["ts"]) - avro_run.base
         assert record.value[:5] == wire_header(output_id)
+        assert record.key[:5] == wire_header(run.ids["key"])  # the JSON Schema key's bytes, written back
         got.append((spec.output.topic, record.key.hex().upper(), json.loads(record.value[5:]), ts))
     for record in consume_all(avro_run.bootstrap, spec.aggregate.output.topic, timeout=30):
         got.append((spec.aggregate.output.topic, record.key.decode(), decode(record.value, Format.LONG),
@@ -1051,9 +1067,10 @@ def test_json_schema_unknown_schema_id_and_unparsable_text_are_dead_letters(
 def test_replay_encodes_json_schema_values_with_the_subjects_latest_id(
     spark, avro_run: Run, json_schema_run: ProtobufRun
 ) -> None:
-    """``streamjoin replay`` on the JSON Schema spec, its keys JSON Schema too (both inputs' under one record
-    subject): the file's JSON keys and values are written after the latest id's header (compact, as Confluent's
-    serializers write them); the output per key is the reference engine's, keys printed back as JSON."""
+    """``streamjoin replay`` on the JSON Schema spec, its keys under one record subject (the broker run's are
+    under their topics' subjects): the file's JSON keys and values are written after the latest id's header
+    (compact, as Confluent's serializers write them); the output per key is the reference engine's, keys printed
+    back as JSON."""
     from confluent_kafka.schema_registry import Schema
 
     from streamjoin.kafka import schema_registry
@@ -1072,7 +1089,7 @@ def test_replay_encodes_json_schema_values_with_the_subjects_latest_id(
     for offset, (topic, key, data, ts) in enumerate(run.produced[:-2]):
         value = json.loads((data or b"")[5:]) if topic == spec.left.topic else decode_wire(data, avro_run.writer)
         records.append(
-            {"topic": topic, "key": decode_wire(key, avro_run.writer), "value": value, "ts": ts - avro_run.base}
+            {"topic": topic, "key": run.key_json(key, avro_run.writer), "value": value, "ts": ts - avro_run.base}
         )
         full = {"clicks": None, "page": None, "referrer": None, **value} if topic == spec.left.topic else value
         reference.append(Record(topic, key.hex().upper(), full, ts - avro_run.base, 0, offset))
@@ -1085,7 +1102,7 @@ def test_replay_encodes_json_schema_values_with_the_subjects_latest_id(
     ]
     expected = []
     for e in ReferenceEngine(spec, _reference_functions()).replay_batch(reference):
-        key = decode_wire(bytes.fromhex(e.key), avro_run.writer) if e.topic == spec.output.topic else e.key
+        key = run.key_json(bytes.fromhex(e.key), avro_run.writer) if e.topic == spec.output.topic else e.key
         expected.append((e.topic, json.dumps(key), e.value, e.ts))
     assert len([g for g in got if g[0] == spec.output.topic]) == 30 and _per_key(got) == _per_key(expected)
 
