@@ -1138,3 +1138,44 @@ def test_validate_checks_a_json_schema_inputs_subject(
         json_schema_run.spec.output.topic: [("value.region", "string"), ("value.clicks", "integer|null"),
                                             ("value.page", "string|null")],
     }  # fmt: skip
+
+
+@pytest.mark.spark
+def test_the_value_types_validate_derives_output_schemas_from_are_each_outputs_in_a_chain(spark) -> None:
+    """``output_value_types`` (what ``validate --registry`` derives output schemas from) of a chain whose first
+    stage writes Avro, whose last writes JSON Schema and whose aggregate writes Protobuf: each output's path and the
+    value type of the job's batch program for it (json inputs: no registry asked)."""
+    from pyspark.sql import types as T
+
+    from streamjoin.spark.replay import output_value_types
+    from streamjoin.spark.serde import output_schema
+
+    json_value = {"format": "json", "schema": {"amount": "long"}}
+    spec = parse_spec({
+        "name": "chain_outputs", "dead_letter_topic": "dlq",
+        "inputs": {"clicks": {"topic": "clicks", "role": "stream", "value": json_value},
+                   "regions": {"topic": "regions", "role": "table",
+                               "value": {"format": "json", "schema": {"region": "string"}}},
+                   "products": {"topic": "products", "role": "table",
+                                "value": {"format": "json", "schema": {"category": "string"}}}},
+        "joins": [
+            {"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions",
+             "joiner": {"select": {"amount": "left.amount", "region": "right.region"}},
+             "output": {"topic": "with-region", "value_format": "avro"}},
+            {"shape": "stream-table", "kind": "left", "right": "products",
+             "joiner": {"select": {"amount": "left.amount", "region": "left.region", "category": "right.category"}}},
+        ],
+        "output": {"topic": "enriched", "value_format": "json_schema"},
+        "aggregate": {"group_by": {"expr": "value.region"}, "reduce": "count",
+                      "output": {"topic": "per-region", "value_format": "protobuf"}},
+    }, "chain outputs")  # fmt: skip
+    found = {path: (sink.topic, value_type) for path, sink, value_type in output_value_types(spark, spec)}
+    assert {path: topic for path, (topic, _) in found.items()} == {
+        "joins[0].output": "with-region", "output": "enriched", "aggregate.output": "per-region"}  # fmt: skip
+    names = {path: [f.name for f in t.fields] for path, (_, t) in found.items() if isinstance(t, T.StructType)}
+    assert names == {"joins[0].output": ["amount", "region"], "output": ["amount", "region", "category"]}
+    assert found["aggregate.output"][1] == T.LongType()
+    stage_sink = spec.earlier_joins[0].output
+    assert stage_sink is not None
+    record = json.loads(output_schema(stage_sink, found["joins[0].output"][1]).schema)
+    assert (record["name"], [f["name"] for f in record["fields"]]) == ("with_region", ["amount", "region"])
