@@ -255,7 +255,8 @@ def register_output(sink: Sink, schema: str, schema_type: str = "AVRO", message:
             _call(config, f"compatibility of {subject!r}", registry.set_compatibility, subject, level)
             refused = output_incompatibility(sink, schema, schema_type, message)
             if refused is not None:
-                raise SchemaRegistrationError(subject, refused[0], f"{refused[1]}; {_what_to_do(sink)}")
+                raise SchemaRegistrationError(subject, refused[0], f"{refused[1]}; {_what_to_do(sink)}; the "
+                                              f"schema: {schema}")  # fmt: skip
         schema_id = int(_call(config, f"register under {subject!r}", registry.register_schema, subject,
                               Schema(schema, schema_type)))  # fmt: skip
         if new:
