@@ -281,9 +281,9 @@ def output_incompatibility(
     """None when ``sink``'s subject has no versions (nothing to be compatible with) or the registry finds
     ``schema`` compatible with its latest version under the subject's level (``POST
     /compatibility/subjects/{subject}/versions/latest``); else ``(latest version, why)``: the fields that differ
-    from it by name and type, or the registry's own failure when its check fails the same way twice while it
-    answers (Apicurio 2.1.5 answers HTTP 500, a NullPointerException, to a Protobuf version that drops a field:
-    no restart helps).
+    from it by name and type, or the registry's own failure when its check fails with HTTP 500 the same way twice
+    while it answers (Apicurio 2.1.5 answers HTTP 500, a NullPointerException, to a Protobuf version that drops a
+    field: no restart helps).
 
     :raises SchemaRegistryUnavailableError: the registry does not answer, or fails the check once (transient)
     """
@@ -311,7 +311,8 @@ _LABELS = {"AVRO": "Avro", "JSON": "JSON Schema", "PROTOBUF": "Protobuf"}
 
 def _compatible(config: RegistryConfig, subject: str, schema: Any) -> bool | str:
     """The registry's compatibility verdict on ``schema`` against ``subject``'s latest version; a string: the
-    registry's 5xx message when its check failed twice alike (a bug of the registry's checker, not an outage)."""
+    registry's message when its check failed with HTTP 500 twice alike while the registry answers a listing of the
+    subject (a bug of the registry's checker, not an outage: 502-504 and differing failures stay transient)."""
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
     check = client(config).test_compatibility
@@ -322,11 +323,12 @@ def _compatible(config: RegistryConfig, subject: str, schema: Any) -> bool | str
             return bool(_call(config, what, check, subject, schema))
         except SchemaRegistryUnavailableError as exc:
             cause = exc.__cause__
-            if not isinstance(cause, SchemaRegistryError):
-                raise  # no answer: an outage
-            failures.append(f"HTTP {cause.http_status_code}: {cause.error_message}")
+            if not isinstance(cause, SchemaRegistryError) or cause.http_status_code != 500:
+                raise  # no answer, or a gateway's or an unavailable registry's status: an outage
+            failures.append(f"HTTP 500: {cause.error_message}")
     if failures[0] != failures[1]:
         raise SchemaRegistryUnavailableError(config.url, f"{what}: {failures[-1]}")
+    subject_versions(config, subject)  # the registry answers (else: transient, raised here)
     return failures[0]
 
 
