@@ -618,9 +618,59 @@ STAGE_CLOCKS = ChainCase(
     expected=((), (), (("c.eu.v", 11),)),
 )  # fmt: skip
 
+
+def letter_at(key: Any, left: str, right: str) -> str:
+    """A joiner: the right value's letter at the index the left value's second character gives (``c1``, ``xy``:
+    ``y``), so one right update moves each left key its own way at the next foreign-key stage."""
+    return right[int(left[1])]
+
+
+def _fanout_spec(name: str) -> PipelineSpec:
+    """Three stages: ``l`` (values ``c<digit>``) by foreign key into ``r1`` (``letter_at``), the result by foreign
+    key (its first letter) into ``r2``, then left-joined with ``r3``."""
+    return _spec(
+        name,
+        {input_name: {"topic": input_name, "role": "table"} for input_name in ("l", "r1", "r2", "r3")},
+        [{"shape": "table-table-fk", "kind": "inner", "left": "l", "right": "r1",
+          "foreign_key": {"function": f"{_FK}points_at"}, "joiner": {"function": f"{_FK}letter_at"}},
+         {"shape": "table-table-fk", "kind": "inner", "right": "r2", "foreign_key": {"function": f"{_FK}points_at"},
+          "joiner": {"function": f"{_FK}chain_joiner"}},
+         {"shape": "table-table", "kind": "left", "right": "r3", "joiner": {"function": f"{_FK}chain_joiner"}}],
+    )  # fmt: skip
+
+
+#: ``__chain_seq``'s guard: one trigger's derived records reach a task from several map tasks in an order that is not
+#: their emission order. r1's ``c=py`` reaches A and B (one task) at stage 2, which joins A in its task 0 (foreign key
+#: ``p``: no r2 row, A moved from ``x``: a tombstone) and B in its task 3 (``y``: a value). A function joiner's
+#: results are its values' partitions, then its tombstones' (``engine.with_joined_value``): stage 3's task gets B
+#: first. Only the kernel's ``__chain_seq`` tie-break (the results' task, then their index there) puts A first, as the
+#: reference's depth-first order does (with it ignored, every mode, file order too, lists B's result first).
+FK_FANOUT_ACROSS_TASKS = ChainCase(
+    name="table_fk_fk_table_fanout_across_tasks",
+    source="streamjoin's own: a foreign-key fan-out whose next foreign-key stage gives a tombstone and a value in two "
+    "tasks; stage 3 gets them in the order stage 1 emitted them",
+    spec=_fanout_spec("fk_fanout"),
+    records=_records([("r2", "x", "u", 1), ("r2", "y", "v", 2), ("l", "A", "c0", 3), ("l", "B", "c1", 4),
+                      ("r1", "c", "xy", 5), ("r1", "c", "py", 6)]),
+    expected=((), (), (), (), (("x.u.n", 5), ("y.v.n", 5)), ((None, 6), ("y.v.n", 6))),
+)  # fmt: skip
+
+#: the known bug beside it: ``__chain_seq`` is the results' task, then their index there, not the order their
+#: trigger's fan-out emitted them in. r1's ``c=yp`` reaches A, then B; stage 2 joins A in its task 3 (``y``) and B in
+#: its task 0 (``p``): stage 3 lists B's result first over several tasks (file order, one task, is right)
+FK_FANOUT_AGAINST_TASKS = ChainCase(
+    name="table_fk_fk_table_fanout_against_tasks",
+    source="streamjoin's own: a foreign-key fan-out whose next foreign-key stage joins the first key in a later task",
+    spec=_fanout_spec("fk_fanout_against"),
+    records=_records([("r2", "p", "u", 1), ("r2", "y", "v", 2), ("l", "A", "c0", 3), ("l", "B", "c1", 4),
+                      ("r1", "c", "yp", 5)]),
+    expected=((), (), (), (), (("y.v.n", 5), ("p.u.n", 5))),
+)  # fmt: skip
+
 #: every case the oracle runs (the self-join twice there: with and without topology optimization)
 CASES = [STREAM_STREAM_STREAM_INNER_INNER, STREAM_STREAM_SELF_JOIN_INNER, *TABLE_TABLE_TABLE, TABLE_FK_FK_INNER_INNER,
-         CLICKS_REGIONS_PRODUCTS, STAGE_CLOCKS]  # fmt: skip
+         CLICKS_REGIONS_PRODUCTS, STAGE_CLOCKS, FK_FANOUT_ACROSS_TASKS,
+         FK_FANOUT_AGAINST_TASKS]  # fmt: skip
 
 
 # --- generated two-stage chains (the differential check of chaining itself) --------------------------------------

@@ -133,7 +133,8 @@ def process_batch(
             rejected = lambda s: _result_letters(rejected_results(s), spec)  # noqa: E731
         updates = kernel_aggregate(staged, last_stage, kernel, checkpoint.version, file_order=file_order)
         aggregates, cached = updates.frame, (*cached, updates)
-        dead_letters = dead_letters.unionByName(templated(staged, f"rejected {spec_json}", rejected))
+        dead_letters = templated_over((dead_letters, staged), f"dead letters and rejected {spec_json}",
+                                      lambda letters, s: letters.unionByName(rejected(s)))  # fmt: skip
     join = last_stage.join
     lookup = join.shape in (Shape.STREAM_TABLE, Shape.STREAM_GLOBALTABLE) and last_stage.right.versioned is None
     return BatchOutput(

@@ -21,6 +21,7 @@ from typing import Any
 
 from py4j.java_gateway import JavaClass
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 from streamjoin.core.join_plan import JOIN_STORE, JoinPlan
 from streamjoin.core.plans import KERNEL_JAR
@@ -77,7 +78,8 @@ def kernel_join(
     plan = jvm_plan(spark, spec)
     batch = _kernel(spark).join(spark._jsparkSession, decoded._jdf, plan, root, checkpoint.version, file_order, aligned,
                                    read_once)  # fmt: skip
-    return KernelResults(DataFrame(batch.results(), spark), batch, spark, spec.kafka.partitions, root, temporary)
+    shape = ("join", JoinPlan.of(spec).to_json(), decoded.schema.json(), file_order, aligned, read_once)
+    return KernelResults(_frame(batch.results(), spark, shape), batch, spark, spec.kafka.partitions, root, temporary)
 
 
 def aggregate(
@@ -93,7 +95,23 @@ def aggregate(
     batch = _kernel(spark).aggregate(
         spark._jsparkSession, staged._jdf, jvm_plan(spark, spec), joined.root, version, file_order
     )
-    return KernelResults(DataFrame(batch.results(), spark), batch, spark, joined.partitions, joined.root)
+    shape = ("aggregate", JoinPlan.of(spec).to_json(), staged.schema.json(), file_order)
+    return KernelResults(_frame(batch.results(), spark, shape), batch, spark, joined.partitions, joined.root)
+
+
+#: the kernel's result schema for what decides it (the call, the plan, the input's schema, the flags)
+_RESULT_SCHEMAS: dict[tuple[Any, ...], StructType] = {}
+
+
+def _frame(results: Any, spark: SparkSession, shape: tuple[Any, ...]) -> DataFrame:
+    """The kernel's result rows as a frame whose schema is known without asking the JVM (two Py4J calls a batch
+    for each frame a batch program is then looked up by: see :mod:`~streamjoin.spark.templates`)."""
+    frame = DataFrame(results, spark)
+    if (schema := _RESULT_SCHEMAS.get(shape)) is not None:
+        frame.__dict__["schema"] = schema
+    elif len(_RESULT_SCHEMAS) < 256:  # a few per pipeline stage: bounded all the same (a long-running driver)
+        _RESULT_SCHEMAS[shape] = frame.schema
+    return frame
 
 
 def committed(spec: PipelineSpec, checkpoint: KernelCheckpoint, under: str = KERNEL_DIR) -> KernelCommit:

@@ -232,6 +232,7 @@ def replay(
                 if on_batch is not None:
                     on_batch(batch_id, plan)
                 part = raw.filter(_in_plan(plan))
+                part.__dict__["schema"] = raw.schema  # a filter keeps it: no Py4J calls to ask for it each batch
                 emitted += _run(
                     spec, part, store.load(batch_id), file_order=False, store=store, batch_id=batch_id,
                     sources=sources, refused=refused,
