@@ -78,7 +78,10 @@ def output_value_types(spark: SparkSession, spec: PipelineSpec) -> list[tuple[st
     frames["output"] = out.results
     if out.aggregates is not None:
         frames["aggregate.output"] = out.aggregates
-    return [(path, sink, frames[path].schema["value"].dataType) for path, sink in sinks]
+    try:
+        return [(path, sink, frames[path].schema["value"].dataType) for path, sink in sinks]
+    finally:
+        out.release()  # the batch's temporary stores folder
 
 
 def raw_frame(spark: SparkSession, spec: PipelineSpec, records: Iterable[dict[str, Any]], batch: bool) -> DataFrame:
