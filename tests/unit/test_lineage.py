@@ -63,11 +63,13 @@ def test_a_chained_pipeline_lists_every_input_and_every_stage(tmp_path: Path) ->
               [("clicks", "stream"), ("regions", "table"), ("products", "table")]}  # fmt: skip
     chain = parse_spec({
         "name": "chain", "inputs": inputs, "output": {"topic": "out"}, "dead_letter_topic": "dlq",
-        "joins": [{"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions"},
+        "joins": [{"shape": "stream-table", "kind": "left", "left": "clicks", "right": "regions",
+                   "output": {"topic": "with-region"}},
                   {"shape": "stream-table", "kind": "inner", "right": "products"}],
     }, "chain.yaml")  # fmt: skip
     lineage = spec_lineage(chain, "k:9092", home=tmp_path)
     assert {d.name for d in lineage.inputs} == {"clicks", "regions", "products"}
+    assert {d.name for d in lineage.outputs} == {"with-region", "out", "dlq"}  # a stage's own output too
     assert [(s["left"], s["right"]["input"], s["kind"]) for s in lineage.join["stages"]] == [
         ({"input": "clicks", "topic": "clicks", "role": "stream"}, "regions", "left"),
         ({"stage": "stage1"}, "products", "inner"),
@@ -118,3 +120,15 @@ def test_json_schema_and_protobuf_inputs_fields_come_from_the_spec_or_the_regist
     pb = Serde.model_validate({"format": "protobuf"})
     assert record_fields(Serde(), pb, None, click)[1:] == tuple((f"value.{n}", t) for n, t in click)
     assert record_fields(Serde(), pb) == (("key", "string"),) == record_fields(Serde(), registered)
+
+
+def test_a_scalar_registered_schema_is_the_value_field() -> None:
+    """An aggregate's registry output registers a scalar schema: its dataset's one field is the value."""
+    from streamjoin.core.lineage import schema_fields
+    from streamjoin.core.spec import Format
+
+    assert schema_fields(Format.AVRO, '"long"') == (("value", "long"),)
+    assert schema_fields(Format.JSON_SCHEMA, '{"type": "integer", "title": "streamjoin.t"}') == (("value", "integer"),)
+    assert schema_fields(Format.JSON_SCHEMA, '{"type": "object", "properties": {"n": {"type": "integer"}}}') == (
+        ("value.n", "integer"),
+    )

@@ -79,26 +79,27 @@ def _registry_schemas(spec: PipelineSpec) -> tuple[dict[str, str], dict[str, tup
 
 
 def _output_fields(spec: PipelineSpec) -> dict[str, tuple[tuple[str, str], ...]]:
-    """The fields of the output's registered schema (an Avro, JSON Schema or Protobuf output: the latest version
-    of its subject, which the job registers at its first batch; none before), by topic. Best effort, as
-    :func:`_registry_schemas`."""
+    """The fields of each registry output's registered schema (the join's, a chain stage's, the aggregate's in
+    Avro, JSON Schema or Protobuf: the latest version of its subject, which the job registers at its first batch;
+    none before), by topic. Best effort, as :func:`_registry_schemas`."""
     from streamjoin.core.lineage import schema_fields
-    from streamjoin.kafka.schema_registry import latest_schema, registry_config
+    from streamjoin.kafka.schema_registry import latest_schema, registry_config, registry_outputs
 
-    sink = spec.output
-    if sink.topic is None or sink.value_format not in (Format.AVRO, Format.JSON_SCHEMA, Format.PROTOBUF):
-        return {}
-    try:
-        schema = latest_schema(registry_config(sink.registry_conn_id), sink.subject)
-        if schema is None:
-            return {}
-        if sink.value_format is Format.PROTOBUF:
-            return {sink.topic: schema_fields(Format.PROTOBUF, None, _message_fields(schema, sink.record_name,
-                                                                                     sink.subject))}  # fmt: skip
-        return {sink.topic: schema_fields(sink.value_format, schema)}
-    except Exception as exc:  # as _registry_schemas: the dataset goes without its fields
-        log.warning("lineage of %s: no schema fields for %s: %s", spec.name, sink.topic, exc)
-        return {}
+    fields: dict[str, tuple[tuple[str, str], ...]] = {}
+    for _path, sink in registry_outputs(spec):
+        assert sink.topic is not None  # registry_outputs lists Kafka outputs only
+        try:
+            schema = latest_schema(registry_config(sink.registry_conn_id), sink.subject)
+            if schema is None:
+                continue
+            if sink.value_format is Format.PROTOBUF:
+                message = _message_fields(schema, sink.record_name, sink.subject)
+                fields[sink.topic] = schema_fields(Format.PROTOBUF, None, message)
+            else:
+                fields[sink.topic] = schema_fields(sink.value_format, schema)
+        except Exception as exc:  # as _registry_schemas: the dataset goes without its fields
+            log.warning("lineage of %s: no schema fields for %s: %s", spec.name, sink.topic, exc)
+    return fields
 
 
 def _message_fields(proto: str, record_name: str | None, subject: str) -> tuple[tuple[str, str], ...]:

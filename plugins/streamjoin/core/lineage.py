@@ -115,10 +115,13 @@ def schema_fields(
     fmt: Format, schema: str | None, message_fields: tuple[tuple[str, str], ...] = ()
 ) -> tuple[tuple[str, str], ...]:
     """A value's fields (``value.<field>``, type) from its registered schema: an Avro record's fields, a JSON
-    Schema's properties, a Protobuf message's ``message_fields`` (which the caller compiled); none without."""
+    Schema's properties, a Protobuf message's ``message_fields`` (which the caller compiled); a scalar schema (an
+    aggregate's ``"long"``, ``{"type": "integer"}``) is the field ``value``; none without."""
     if fmt is Format.PROTOBUF:
         return tuple((f"value.{field}", kind) for field, kind in message_fields)
     parsed = json.loads(schema) if schema else {}
+    if isinstance(parsed, str) or (fmt is Format.JSON_SCHEMA and parsed.get("type") not in (None, "object")):
+        return (("value", _avro_type(parsed) if fmt is Format.AVRO else _json_schema_type(parsed)),)
     if fmt is Format.AVRO:
         return tuple((f"value.{f['name']}", _avro_type(f["type"])) for f in parsed.get("fields", []))
     if fmt is Format.JSON_SCHEMA:
@@ -172,7 +175,8 @@ def spec_lineage(
     inputs = tuple(DatasetRef(kafka, inp.topic, record_fields(inp.key, inp.value, readers.get(inp.topic),
                                                               messages.get(inp.topic, ())))
                    for inp in spec.inputs.values())  # fmt: skip
-    sinks: list[Sink] = [spec.output] + ([spec.aggregate.output] if spec.aggregate is not None else [])
+    stages = [join.output for join in spec.earlier_joins if join.output is not None]
+    sinks: list[Sink] = [*stages, spec.output] + ([spec.aggregate.output] if spec.aggregate is not None else [])
     outputs: list[DatasetRef] = []
     for sink in sinks:
         if sink.topic is not None and day is None:
