@@ -131,15 +131,16 @@ def _registry_problems(path: str) -> list[Any]:
 
 def _output_problems(path: str) -> list[Any]:
     """The spec's registry outputs' schemas, derived as the job derives them, checked for compatibility with their
-    subjects (``schema_registry.output_problems``). Deriving them needs the job's batch program: a local Spark
+    subjects (``spark.replay.output_problems``). Deriving them needs the job's batch program: a local Spark
     session (``local[1]``, no Kafka) is started here, only for a spec with such an output (pyspark is imported
     here, not when a DAG file parses)."""
-    from streamjoin.kafka.schema_registry import output_problems, registry_outputs
+    from streamjoin.kafka.schema_registry import registry_outputs
 
     spec = load_spec(path)
     if not registry_outputs(spec):
         return []
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from streamjoin.spark.replay import output_problems
     from streamjoin.spark.session import build_session
 
     spark = build_session("streamjoin-validate", master="local[1]", shuffle_partitions=1, with_kafka=False,

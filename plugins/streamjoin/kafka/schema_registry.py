@@ -433,29 +433,6 @@ def registry_outputs(spec: PipelineSpec) -> list[tuple[str, Sink]]:
     return [(path, sink) for path, sink in wanted if sink.topic and sink.value_format.in_registry]
 
 
-def output_problems(spark: Any, spec: PipelineSpec) -> list[SubjectProblem]:
-    """Each Kafka output in a registry format (the join's, a chain stage's, the aggregate's): the schema the job
-    would register (:func:`~streamjoin.spark.serde.output_schema` of the value type of the job's batch program,
-    built in ``spark`` over an empty batch) is compatible with its subject's latest version under the subject's
-    level as the registry holds it now (the job sets the spec's ``compatibility`` first); a subject without versions
-    is fine."""
-    from streamjoin.core.errors import SpecError
-    from streamjoin.spark.replay import output_value_types
-    from streamjoin.spark.serde import output_schema
-
-    problems = []
-    for path, sink, value_type in output_value_types(spark, spec):
-        try:
-            derived = output_schema(sink, value_type)
-        except SpecError as exc:
-            problems.append(SubjectProblem(f"{path}.value_format", sink.subject, None, f"{exc.expected}"))
-            continue
-        refused = output_incompatibility(sink, derived.schema, derived.kind, derived.message)
-        if refused is not None:
-            problems.append(SubjectProblem(f"{path}.value_format", sink.subject, refused[0], refused[1]))
-    return problems
-
-
 def _protobuf_problems(path: str, serde: Serde, topic: str) -> list[SubjectProblem]:
     """A Protobuf input's subject has versions, and each compiles and holds the message the job reads
     (``record_name``, else the latest version's first message): a version without it has its records

@@ -84,6 +84,28 @@ def output_value_types(spark: SparkSession, spec: PipelineSpec) -> list[tuple[st
         out.release()  # the batch's temporary stores folder
 
 
+def output_problems(spark: SparkSession, spec: PipelineSpec) -> list[Any]:
+    """Each Kafka output in a registry format (the join's, a chain stage's, the aggregate's): the schema the job
+    would register (:func:`~streamjoin.spark.serde.output_schema` of the value type of the job's batch program,
+    built in ``spark`` over an empty batch) is compatible with its subject's latest version under the subject's
+    level as the registry holds it now (the job sets the spec's ``compatibility`` first); a subject without versions
+    is fine."""
+    from streamjoin.kafka.schema_registry import SubjectProblem, output_incompatibility
+    from streamjoin.spark.serde import output_schema
+
+    problems: list[SubjectProblem] = []
+    for path, sink, value_type in output_value_types(spark, spec):
+        try:
+            derived = output_schema(sink, value_type)
+        except SpecError as exc:
+            problems.append(SubjectProblem(f"{path}.value_format", sink.subject, None, f"{exc.expected}"))
+            continue
+        refused = output_incompatibility(sink, derived.schema, derived.kind, derived.message)
+        if refused is not None:
+            problems.append(SubjectProblem(f"{path}.value_format", sink.subject, refused[0], refused[1]))
+    return problems
+
+
 def raw_frame(spark: SparkSession, spec: PipelineSpec, records: Iterable[dict[str, Any]], batch: bool) -> DataFrame:
     """Kafka-shaped rows for the records (:func:`raw_rows`) as a frame."""
     return spark.createDataFrame(raw_rows(spec, records, batch), RAW_SCHEMA)
