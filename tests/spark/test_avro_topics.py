@@ -271,12 +271,12 @@ def test_an_output_schema_the_registry_refuses_is_a_terminal_error_naming_subjec
     from pyspark.sql import types as T
 
     from streamjoin.core.errors import SchemaRegistrationError
-    from streamjoin.spark.serde import avro_output
+    from streamjoin.spark.serde import registered_output
 
     sink = avro_run.spec.output
     changed = T.StructType([T.StructField("region", T.StringType(), False), T.StructField("clicks", T.StringType())])
     with pytest.raises(SchemaRegistrationError) as caught:
-        avro_output(sink, changed)
+        registered_output(sink, changed)
     error = caught.value
     assert (error.subject, error.version, error.transient) == (f"{sink.topic}-value", 1, False)
     # the registry's compatibility check (before registering) says no; the error names the field that changed
@@ -740,7 +740,7 @@ def test_a_protobuf_outputs_next_version_keeps_its_field_numbers_and_the_registr
     from streamjoin.core.errors import SchemaRegistrationError
     from streamjoin.kafka import protobuf
     from streamjoin.kafka.schema_registry import register_output
-    from streamjoin.spark.serde import protobuf_output
+    from streamjoin.spark.serde import registered_output
 
     sink = protobuf_run.spec.output.model_copy(update={"topic": f"{protobuf_run.spec.output.topic}-evolving"})
     v1 = T.StructType([T.StructField("region", T.StringType(), False), T.StructField("clicks", T.LongType()),
@@ -748,7 +748,7 @@ def test_a_protobuf_outputs_next_version_keeps_its_field_numbers_and_the_registr
     v2 = T.StructType([T.StructField("page", T.StringType()), T.StructField("referrer", T.StringType()),
                        T.StructField("clicks", T.LongType()),
                        T.StructField("region", T.StringType(), False)])  # fmt: skip
-    first, second = protobuf_output(sink, v1), protobuf_output(sink, v2)
+    first, second = registered_output(sink, v1), registered_output(sink, v2)
     assert first.schema_id != second.schema_id
     fds = protobuf.descriptor_set(second.schema, sink.subject)
     numbers = {f.name: f.number for f in protobuf._pool(fds).FindMessageTypeByName(sink.record_name).fields}
@@ -768,14 +768,14 @@ def test_a_protobuf_output_version_the_registrys_check_fails_on_is_terminal(prot
 
     from streamjoin.core.errors import SchemaRegistrationError
     from streamjoin.kafka.schema_registry import registry_config, subject_versions
-    from streamjoin.spark.serde import protobuf_output
+    from streamjoin.spark.serde import registered_output
 
     sink = protobuf_run.spec.output.model_copy(update={"topic": f"{protobuf_run.spec.output.topic}-dropping"})
     v1 = T.StructType([T.StructField("region", T.StringType(), False), T.StructField("clicks", T.LongType()),
                        T.StructField("page", T.StringType())])  # fmt: skip
-    protobuf_output(sink, v1)
+    registered_output(sink, v1)
     with pytest.raises(SchemaRegistrationError) as caught:
-        protobuf_output(sink, T.StructType(v1.fields[:2]))
+        registered_output(sink, T.StructType(v1.fields[:2]))
     error = caught.value
     assert (error.subject, error.version, error.transient) == (sink.subject, 1, False)
     assert "fails checking the derived Protobuf schema against it, twice the same way (HTTP 500: " in error.message

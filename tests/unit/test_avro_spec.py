@@ -178,12 +178,12 @@ def test_a_reader_schema_spark_cannot_map_is_a_terminal_error_naming_the_subject
 
 
 def test_an_output_value_avro_cannot_hold_is_a_spec_error_naming_the_field() -> None:
-    from streamjoin.spark.serde import avro_output
+    from streamjoin.spark.serde import registered_output
 
     sink = parse_spec(_spec({"format": "avro"})).output
     value = T.StructType([T.StructField("by_day", T.MapType(T.DateType(), T.LongType()))])
     with pytest.raises(SpecError) as caught:
-        avro_output(sink, value)  # refused before the registry is asked
+        registered_output(sink, value)  # refused before the registry is asked
     assert caught.value.path == "join.joiner.select" and "field 'enriched_by_day'" in str(caught.value)
 
 

@@ -305,21 +305,6 @@ def registered_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
     return AvroOutput(schema_id, derived.schema, derived.message, derived.scalar)
 
 
-def avro_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
-    """An Avro output's :func:`registered_output`."""
-    return registered_output(sink, value_type)
-
-
-def json_schema_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
-    """A JSON Schema output's :func:`registered_output`."""
-    return registered_output(sink, value_type)
-
-
-def protobuf_output(sink: Sink, value_type: T.DataType) -> AvroOutput:
-    """A Protobuf output's :func:`registered_output` (fields numbered as in the subject's latest version)."""
-    return registered_output(sink, value_type)
-
-
 def json_schema(data_type: T.DataType, title: str | None = None, nullable: bool = False) -> dict[str, Any]:
     """The JSON Schema (draft-07) of the JSON text ``to_json`` writes for a Spark type: a struct is an object of
     its fields (closed: ``additionalProperties`` false, so that a field added later stays BACKWARD compatible; none
