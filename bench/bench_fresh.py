@@ -31,10 +31,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import yaml
-from bench_join import BATCH_LINE, KS_BUILD, KS_JAR, Checker, bench_spec, input_topics, kafka_streams_child, make_topics
-from bench_join import output_topics, ratio_text
-from produce_clicks import produce
 
+from bench_join import (
+    BATCH_LINE,
+    KS_BUILD,
+    KS_JAR,
+    Checker,
+    bench_spec,
+    input_topics,
+    kafka_streams_child,
+    make_topics,
+    output_topics,
+    ratio_text,
+)
+from produce_clicks import produce
 from streamjoin.core.launch import SparkTarget, cluster_manager
 from streamjoin.core.plans import connector_jars, plan_submit
 
