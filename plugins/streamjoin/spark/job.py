@@ -338,9 +338,9 @@ class StreamJob:
         :raises MissingTopicError: a topic the job writes does not exist (terminal, before any batch).
         """
         JoinPlan.stages_of(self.spec)  # a chain the kernel does not run yet is refused first
-        self.writer.prepare()
         for stage in stage_specs(self.spec):  # each stage's plan checked by the kernel
             jvm_plan(self.spark, stage)
+        self.writer.prepare()
         check_topics(self.kafka, self.spec)
         self.lease.acquire()
         stop = threading.Event()
