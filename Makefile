@@ -4,7 +4,7 @@ UV_VERSION := 0.13.9
 UV := .tools/uvenv/bin/uv
 ENV := source scripts/env.sh &&
 
-.PHONY: setup browser demo test ui broker-start broker-stop registry-start registry-stop lint clean
+.PHONY: setup jvm-archive browser demo test ui broker-start broker-stop registry-start registry-stop lint clean
 
 $(UV):
 	python3 -m venv .tools/uvenv
@@ -31,7 +31,12 @@ KERNEL_SOURCES := java/kernel/pom.xml $(shell find java/kernel/src -name '*.java
 .local/jars/kernel/streamjoin-kernel.jar: $(KERNEL_SOURCES) scripts/build-kernel.sh
 	bash scripts/build-kernel.sh
 
-setup: .venv/.synced .local/jars/.fetched .local/ks-oracle/.built .local/schema-registry/.built .local/jars/kernel/streamjoin-kernel.jar  ## Python deps from the lock file, Java artifacts from Maven Central
+# the Spark driver's class-data sharing archive (streamjoin.core.jvm_archive): a training run once per Java and
+# Spark installation, checked (and skipped) in a second after that
+jvm-archive: .venv/.synced .local/jars/.fetched .local/jars/kernel/streamjoin-kernel.jar
+	$(ENV) python -m streamjoin.localdev.jvm_archive
+
+setup: .venv/.synced .local/jars/.fetched .local/ks-oracle/.built .local/schema-registry/.built .local/jars/kernel/streamjoin-kernel.jar jvm-archive  ## Python deps from the lock file, Java artifacts from Maven Central, the driver's class archive
 
 browser:  ## Debian's Chromium for the status page's browser test (skipped when present)
 	bash scripts/install-browser.sh

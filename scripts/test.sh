@@ -26,11 +26,14 @@ fi
 # three sessions side by side (the first prints as it runs, the others when it is done): Airflow's processes
 # and spark-submit jobs mostly wait, so two cores serve three sessions; each session its own Airflow DB
 # (SQLite takes one writer at a time), the first the migrated one, the others copies of it
-# (ci4: 23, 24 and 28.5 minutes, before five spark-submit and streaming-job files moved from the third)
+# (2026-12-02, quiet: 26.3, 29.9 and 32.8 minutes, before test_avro_topics moved to the first and the batch-cut and
+# job-failure files to the second); each session's timings in var/test-sessions/<name>.xml
 FIRST=(tests/e2e tests/cluster tests/backfill/test_reprocess_dag.py tests/backfill/test_hdfs_checkpoints.py
-       tests/spark/test_two_drivers.py tests/spark/test_replay_cli.py tests/backfill/test_reprocess_spark.py)
+       tests/spark/test_two_drivers.py tests/spark/test_replay_cli.py tests/backfill/test_reprocess_spark.py
+       tests/spark/test_avro_topics.py)
 SECOND=(tests/dags tests/quality tests/security tests/oracle tests/integration tests/deploy tests/spark/test_memory_flat.py
-        tests/spark/test_stream_job_backlog.py tests/spark/test_repartition_job.py)
+        tests/spark/test_stream_job_backlog.py tests/spark/test_repartition_job.py tests/spark/test_batch_cuts.py
+        tests/spark/test_job_failures.py)
 THIRD=(tests/unit tests/spark tests/backfill)
 third_ignore=()
 for path in "${FIRST[@]}" "${SECOND[@]}"; do
@@ -54,7 +57,7 @@ session() {
   shift
   rm -rf "$home" && mkdir -p "$home" && cp "$AIRFLOW_HOME/airflow.db" "$home/"
   AIRFLOW_HOME="$home" AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$home/airflow.db" \
-    "${PYTEST[@]}" --durations=20 "$@" > "$logs/$name.log" 2>&1
+    "${PYTEST[@]}" --durations=20 --junitxml="$logs/$name.xml" "$@" > "$logs/$name.log" 2>&1
 }
 session second "${SECOND[@]}" &
 second_pid=$!
@@ -62,7 +65,7 @@ session third "${THIRD[@]}" "${third_ignore[@]}" &
 third_pid=$!
 echo "== ${FIRST[*]} (the other sessions' output follows when this one is done)"
 statuses=()
-"${PYTEST[@]}" --durations=20 "${FIRST[@]}" || statuses+=("first:$?")
+"${PYTEST[@]}" --durations=20 --junitxml="$logs/first.xml" "${FIRST[@]}" || statuses+=("first:$?")
 wait "$second_pid" || statuses+=("second:$?")
 wait "$third_pid" || statuses+=("third:$?")
 for name in second third; do

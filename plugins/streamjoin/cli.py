@@ -26,7 +26,7 @@ from streamjoin.core.errors import StreamJoinError
 from streamjoin.core.spec import load_spec
 
 
-def _read_events(path: Path) -> list[dict[str, Any]]:
+def read_events(path: Path) -> list[dict[str, Any]]:
     records = []
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -64,7 +64,7 @@ def replay_command(args: argparse.Namespace) -> int:
     from streamjoin.core.join_plan import refusal
 
     spec = load_spec(args.spec)
-    records = _read_events(Path(args.events))
+    records = read_events(Path(args.events))
     if refusal(spec) is not None:
         return _print_emitted(_reference_replay(spec, records, args), records, args)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -120,3 +120,32 @@ def test_one_reading_of_the_spark_connection_for_jobs_and_quality_sessions(
     monkeypatch.setenv("AIRFLOW_CONN_SJ_SPARK_TEST", json.dumps(connection))
     target = spark_target("sj_spark_test")
     assert (target.master, target.deploy_mode) == (master, deploy_mode)
+
+
+def test_the_specs_spark_settings_reach_spark_submit_and_secrets_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamjoin.core.errors import SpecError
+    from streamjoin.core.spec import parse_spec
+
+    fields = SPEC.model_dump(mode="json")
+    fields["spark"] = {"driver_memory": "4g", "executor_memory": "2g", "executor_cores": 2,
+                       "conf": {"spark.executor.instances": "3", "spark.driver.extraJavaOptions": "-Dx=1"}}  # fmt: skip
+    spec = parse_spec(fields)
+    monkeypatch.setenv("STREAMJOIN_EXECUTOR_PYTHON", "/opt/python3")
+    plan = plan_submit(spec, SPEC_PATH, ["--bootstrap", "b:9092"], ["a.jar"])
+    for target, driver_here in [(SparkTarget(master="local[2]"), True), (SparkTarget(master="yarn"), True),
+                                (SparkTarget(master="yarn", deploy_mode="cluster"), False)]:  # fmt: skip
+        conf = _conf(cluster_manager(target).command(plan))
+        assert conf["spark.driver.memory"] == "4g" and conf["spark.executor.memory"] == "2g"
+        assert conf["spark.executor.cores"] == "2" and conf["spark.executor.instances"] == "3"
+        assert conf["spark.sql.shuffle.partitions"] == "4"
+        # the spec's own driver options, after the class archive's where the driver runs here
+        options = conf["spark.driver.extraJavaOptions"]
+        assert options.endswith("-Dx=1") and ("SharedArchiveFile" in options) is driver_here, (target, options)
+    fields["spark"] = {"conf": {"spark.hadoop.fs.s3a.secret.key": "abc"}}
+    secret = r"spark\.conf\.spark\.hadoop\.fs\.s3a\.secret\.key: .* looks like a secret"
+    with pytest.raises(SpecError, match=secret) as caught:
+        parse_spec(fields)
+    assert "abc" not in str(caught.value)  # the key, never its value
+    fields["spark"] = {"driver_memory": "4 GB"}
+    with pytest.raises(SpecError, match=r"spark\.driver_memory"):
+        parse_spec(fields)

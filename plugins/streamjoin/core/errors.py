@@ -12,19 +12,23 @@ from typing import Any
 
 def field_path(loc: Iterable[int | str]) -> str:
     """A validation error's location as users write it: ``inputs.clicks.topic``, ``expectations[0].kwargs``
-    (pydantic's internal steps, ``function-...`` and ``constrained-...``, left out)."""
+    (pydantic's internal steps, ``function-...``, ``constrained-...`` and a mapping key's ``[key]``, left out)."""
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif not str(part).startswith(("function-", "constrained-")):
+        elif not str(part).startswith(("function-", "constrained-")) and part != "[key]":
             out += f".{part}" if out else str(part)
     return out
 
 
 def value_at(data: Any, loc: Iterable[int | str]) -> Any:
-    """The value at ``loc`` inside ``data`` (as read from YAML), or the deepest one that exists."""
-    for part in loc:
+    """The value at ``loc`` inside ``data`` (as read from YAML), or the deepest one that exists; where ``loc``
+    names a mapping's key (pydantic's ``[key]`` step), the key, never the value beside it (a secret, maybe)."""
+    loc = list(loc)
+    for index, part in enumerate(loc):
+        if loc[index + 1 : index + 2] == ["[key]"]:
+            return part
         try:
             data = data[part]
         except (KeyError, IndexError, TypeError):

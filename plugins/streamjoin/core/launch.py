@@ -54,7 +54,12 @@ class ClusterManager(ABC):
             conf["spark.pyspark.python"] = plan.executor_python
         if driver := self.driver_python(plan):
             conf["spark.pyspark.driver.python"] = driver
-        return conf
+        return conf | self.driver_jvm(plan)
+
+    def driver_jvm(self, plan: SubmitPlan) -> dict[str, str]:
+        """The driver's JVM options where it runs here (the class archive is a file of this host)."""
+        options = plan.driver_java_options if self.driver_is_local else None
+        return {"spark.driver.extraJavaOptions": options} if options else {}
 
     def env(self, plan: SubmitPlan) -> dict[str, str]:
         """Environment of the spark-submit process (the driver's too in client mode)."""
@@ -90,7 +95,8 @@ class Local(ClusterManager):
 
     def conf(self, plan: SubmitPlan) -> dict[str, str]:
         python = plan.driver_python or plan.executor_python
-        return {"spark.pyspark.python": python, "spark.pyspark.driver.python": python} if python else {}
+        pythons = {"spark.pyspark.python": python, "spark.pyspark.driver.python": python} if python else {}
+        return pythons | self.driver_jvm(plan)
 
 
 #: the JVM main class spark-submit itself runs a Python application with (client mode)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streamjoin.core.jvm_archive import java_options
 from streamjoin.core.spec import PipelineSpec
 from streamjoin.core.storage import is_local, local_path
 
@@ -120,6 +121,8 @@ class SubmitPlan:
     :param driver_python: the driver's Python when it runs here (client mode): ours
     :param secrets_file: the private Kafka settings file the job deletes once read (``--kafka-config``);
         the launcher deletes it if the job could not start
+    :param driver_java_options: the driver's JVM options when it runs here (client mode): the class archive's
+        (:func:`~streamjoin.core.jvm_archive.java_options`)
     """
 
     name: str
@@ -131,6 +134,7 @@ class SubmitPlan:
     executor_python: str | None = None
     driver_python: str | None = None
     secrets_file: str | None = None
+    driver_java_options: str | None = None
 
 
 def job_plan(
@@ -145,14 +149,18 @@ def job_plan(
     conf: dict[str, str] | None = None,
 ) -> SubmitPlan:
     """The plan shared by every streamjoin job: Kafka arguments (``--bootstrap B`` or ``--kafka-config FILE``,
-    see ``KafkaClientConfig.job_arguments``), shuffle partitions from the spec, our Pythons."""
+    see ``KafkaClientConfig.job_arguments``), the spec's ``spark:`` settings, shuffle partitions from the spec,
+    our Pythons, the class archive (before the spec's own driver JVM options)."""
     secrets = kafka_args[1] if kafka_args and kafka_args[0] == "--kafka-config" else None
+    settings = spec.spark.properties()
+    driver_jvm = [java_options(PROJECT_HOME), settings.get("spark.driver.extraJavaOptions")]
     return SubmitPlan(
         name=name, application=str(application), application_args=[*args, *kafka_args], jars=jars,
         py_files=list(py_files),
-        conf={"spark.sql.shuffle.partitions": str(spec.kafka.partitions), "spark.ui.showConsoleProgress": "false",
-              **(conf or {})},
+        conf={**settings, "spark.sql.shuffle.partitions": str(spec.kafka.partitions),
+              "spark.ui.showConsoleProgress": "false", **(conf or {})},
         executor_python=executor_python(), driver_python=sys.executable, secrets_file=secrets,
+        driver_java_options=" ".join(o for o in driver_jvm if o) or None,
     )  # fmt: skip
 
 

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -416,6 +417,37 @@ class Trigger(_Model):
     max_offsets_per_trigger: Annotated[int, Field(ge=1)] | None = None
 
 
+#: a JVM memory size as Spark writes it: ``512m``, ``4g``
+MemorySize = Annotated[str, Field(pattern=r"^[1-9][0-9]*[kmgt]$")]
+#: Spark properties a spec may not set: they go on spark-submit's command line, where no secret may
+_SECRET_CONF = re.compile(r"(?i)secret|password|token|access[.]?key|credential")
+
+
+def _not_a_secret(key: str) -> str:
+    if _SECRET_CONF.search(key):
+        raise ValueError(f"{key!r} looks like a secret, and a spec's Spark properties go on spark-submit's command "
+                         "line: give it to the cluster instead (spark-defaults.conf, a Hadoop credential provider, "
+                         "the environment)")  # fmt: skip
+    return key
+
+
+class SparkSettings(_Model):
+    """What the pipeline's Spark jobs (the streaming job, a day's reprocessing) ask spark-submit for. In local
+    mode the driver runs the tasks too: its memory is theirs (Spark's default is ``1g``)."""
+
+    driver_memory: MemorySize | None = None
+    executor_memory: MemorySize | None = None
+    executor_cores: Annotated[int, Field(ge=1)] | None = None
+    #: any other Spark property (``spark.executor.instances``, ``spark.hadoop.fs.s3a.endpoint``...)
+    conf: dict[Annotated[str, AfterValidator(_not_a_secret)], str] = {}
+
+    def properties(self) -> dict[str, str]:
+        """The settings as Spark properties."""
+        sized = {"spark.driver.memory": self.driver_memory, "spark.executor.memory": self.executor_memory,
+                 "spark.executor.cores": None if self.executor_cores is None else str(self.executor_cores)}  # fmt: skip
+        return {**self.conf, **{key: value for key, value in sized.items() if value is not None}}
+
+
 class Quality(_Model):
     """Where the pipeline's expectation suite lives (see streamjoin.quality.suites)."""
 
@@ -471,6 +503,7 @@ class PipelineSpec(_Model):
     #: where alerts go; default: the project's (``include/alerts.yaml``)
     alerts: Alerts | None = None
     backfill: Backfill = Backfill()
+    spark: SparkSettings = SparkSettings()
     #: where the job keeps its offsets, state and lease: a Hadoop filesystem URI of this pipeline's own
     #: folder (``hdfs://namenode:8020/streamjoin/clicks``, ``s3a://bucket/...``, ``file:///...``); default:
     #: ``var/checkpoints/<name>`` on the machine that runs the driver

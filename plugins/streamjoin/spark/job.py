@@ -116,6 +116,20 @@ class BatchWriter:
         #: the batch runs in the kernel's tasks (:mod:`~streamjoin.spark.in_task`) where its spec allows
         self._in_task = in_task(spec)
         self._spec_json = spec.model_dump_json()
+        self._preparing: threading.Thread | None = None
+
+    def prepare(self) -> None:
+        """Build the kernel's task pipeline in a thread of its own, while the driver checks topics, takes the lease
+        and plans batch 0 (seconds of analysis and code generation in a fresh JVM); the first batch waits for it."""
+        if self._in_task:
+            self._preparing = threading.Thread(target=self._build_pipeline, name="streamjoin-prepare", daemon=True)
+            self._preparing.start()
+
+    def _build_pipeline(self) -> None:
+        try:
+            task_pipeline(self.spark, self.spec, self._spec_json)
+        except Exception:  # the batch builds it again on its own thread, and fails there, with the job
+            log.warning("building the task pipeline ahead of batch 0 failed", exc_info=True)
 
     def __call__(
         self, raw: DataFrame, batch_id: int, *, aligned: bool = True, driver: DriverClock | None = None
@@ -129,6 +143,9 @@ class BatchWriter:
         started = time.monotonic()
         checkpoint = self.store.load(batch_id)
         pipeline = None
+        if self._preparing is not None:
+            self._preparing.join()
+            self._preparing = None
         if self._in_task and aligned and checkpoint.root is not None:
             pipeline = task_pipeline(self.spark, self.spec, self._spec_json)
         out: BatchOutput | TaskBatch
@@ -323,6 +340,7 @@ class StreamJob:
         JoinPlan.stages_of(self.spec)  # a chain the kernel does not run yet is refused first
         for stage in stage_specs(self.spec):  # each stage's plan checked by the kernel
             jvm_plan(self.spark, stage)
+        self.writer.prepare()
         check_topics(self.kafka, self.spec)
         self.lease.acquire()
         stop = threading.Event()

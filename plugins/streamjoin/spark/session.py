@@ -12,7 +12,8 @@ from typing import IO
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
-from streamjoin.core.plans import connector_jars, kernel_jars
+from streamjoin.core.jvm_archive import java_options
+from streamjoin.core.plans import PROJECT_HOME, connector_jars, kernel_jars
 from streamjoin.kafka.client_config import SPARK_REDACTION_REGEX
 
 
@@ -71,6 +72,8 @@ def build_session(
         jars = connector_jars() if with_kafka else kernel_jars()
         if jars:
             conf["spark.jars"] = ",".join(jars)
+    if "spark.driver.extraJavaOptions" not in conf and not _jvm_running() and (options := java_options(PROJECT_HOME)):
+        conf["spark.driver.extraJavaOptions"] = options  # this process starts the driver's JVM: the class archive
     for key, value in conf.items():
         builder = builder.config(key, value)
     if jvm_log is not None:
@@ -116,7 +119,7 @@ def _start_jvm(conf: dict[str, str], master: str | None, app_name: str, log: log
     from pyspark import SparkContext
     from pyspark.java_gateway import launch_gateway
 
-    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+    if _jvm_running():
         return
     settings = SparkConf()
     for key, value in {**conf, "spark.app.name": app_name, **({"spark.master": master} if master else {})}.items():
@@ -125,6 +128,13 @@ def _start_jvm(conf: dict[str, str], master: str | None, app_name: str, log: log
     stderr = gateway.proc.stderr
     threading.Thread(target=relay_jvm_stderr, args=(stderr, log), name="jvm-stderr", daemon=True).start()
     SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _jvm_running() -> bool:
+    """A JVM is there already: spark-submit's, or an earlier session's."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ
 
 
 def _venv_python() -> str:
