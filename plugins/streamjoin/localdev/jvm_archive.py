@@ -25,10 +25,8 @@ SEED_EVENTS = "include/examples/clicks_per_region.jsonl"
 
 def build(home: Path = PROJECT_HOME) -> Path | None:
     """The archive, trained and written now unless it is there (stale archives of another Java or Spark are
-    removed); None when this machine has no Java or Spark.
-
-    :raises RuntimeError: the training run failed or wrote no archive
-    """
+    removed); None when this machine has no Java or Spark, or the training failed (said, with its output's tail:
+    drivers then start without it, slower; ``tests/spark/test_jvm_archive.py`` fails)."""
     target = archive_path(home)
     if target is None:
         print("jvm-archive: no java or no Spark found: nothing to build")
@@ -47,7 +45,9 @@ def build(home: Path = PROJECT_HOME) -> Path | None:
     )  # fmt: skip
     if done.returncode != 0 or not partial.is_file():
         partial.unlink(missing_ok=True)
-        raise RuntimeError(f"jvm-archive: the training run failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        print(f"jvm-archive: the training run failed (exit {done.returncode}), drivers start without the archive:\n"
+              f"{done.stderr[-3000:]}")  # fmt: skip
+        return None
     partial.replace(target)
     size = target.stat().st_size / 2**20
     print(f"jvm-archive: {target.relative_to(home)} ({size:.0f} MiB) in {time.monotonic() - started:.0f}s")
