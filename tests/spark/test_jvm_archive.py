@@ -30,12 +30,12 @@ def _options() -> str:
     return options
 
 
-def _submit(tmp_path: Path, java_options: str) -> subprocess.CompletedProcess[str]:
+def _submit(tmp_path: Path, options: str) -> subprocess.CompletedProcess[str]:
     app = tmp_path / "app.py"
     app.write_text(APP)
     spark_submit = str(Path(sys.executable).parent / "spark-submit")
     return subprocess.run(
-        [spark_submit, "--master", "local[1]", "--conf", f"spark.driver.extraJavaOptions={java_options}", str(app)],
+        [spark_submit, "--master", "local[1]", "--conf", f"spark.driver.extraJavaOptions={options}", str(app)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 
