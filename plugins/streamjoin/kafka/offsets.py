@@ -7,9 +7,10 @@ One admin client serves a job's whole life: planning a batch asks the broker a f
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterable, Sequence
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ListOffsetsResultInfo, OffsetSpec
 
 from streamjoin.core.batch_plan import TopicPartition as TP
@@ -19,6 +20,22 @@ from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 
 #: offsets-for-time finds no record that late: any offset past the end does (the planner clamps it)
 PAST_THE_END = sys.maxsize
+#: seconds between two asks for a partition whose answer was a retriable error
+_RETRY_PAUSE_S = 0.25
+
+
+#: per-partition answers to ListOffsets that a second ask can cure: Kafka's protocol calls them retriable,
+#: but librdkafka hands a partition's error over without that flag
+_RETRIABLE = frozenset({
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.REPLICA_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
+})  # fmt: skip
+
+
+def _retriable(exc: KafkaException) -> bool:
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and not error.fatal() and (error.retriable() or error.code() in _RETRIABLE)
 
 
 class KafkaOffsets:
@@ -62,19 +79,32 @@ class KafkaOffsets:
         return found
 
     def _list(self, partitions: Sequence[TP], spec: OffsetSpec) -> dict[TP, ListOffsetsResultInfo]:
-        if not partitions:
-            return {}
-        request = {TopicPartition(topic, partition): spec for topic, partition in partitions}
-        # the latest offset read committed: a transactional writer's open transaction is not there yet
-        futures = self.admin.list_offsets(
-            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=self.timeout
-        )
-        found = {}
-        for tp, future in futures.items():
-            try:
-                found[(tp.topic, tp.partition)] = future.result(timeout=self.timeout)
-            except Exception as exc:
-                raise KafkaUnavailableError(f"offsets of `{tp.topic}` [{tp.partition}]: {exc}") from exc
+        """``spec`` of each partition. A retriable error (a leader moving or not yet serving a partition just
+        created: NOT_LEADER_FOR_PARTITION, LEADER_NOT_AVAILABLE) asks again for that partition until the
+        timeout; any other error, or one still there then, is a :class:`KafkaUnavailableError`."""
+        found: dict[TP, ListOffsetsResultInfo] = {}
+        deadline = time.monotonic() + self.timeout
+        pending = list(partitions)
+        while pending:
+            # the latest offset read committed: a transactional writer's open transaction is not there yet
+            futures = self.admin.list_offsets(
+                {TopicPartition(topic, partition): spec for topic, partition in pending},
+                isolation_level=IsolationLevel.READ_COMMITTED,
+                request_timeout=self.timeout,
+            )
+            retry: list[TP] = []
+            for tp, future in futures.items():
+                try:
+                    found[(tp.topic, tp.partition)] = future.result(timeout=self.timeout)
+                except KafkaException as exc:
+                    if not _retriable(exc) or time.monotonic() >= deadline:
+                        raise KafkaUnavailableError(f"offsets of `{tp.topic}` [{tp.partition}]: {exc}") from exc
+                    retry.append((tp.topic, tp.partition))
+                except Exception as exc:
+                    raise KafkaUnavailableError(f"offsets of `{tp.topic}` [{tp.partition}]: {exc}") from exc
+            if retry:
+                time.sleep(min(_RETRY_PAUSE_S, max(0.0, deadline - time.monotonic())))
+            pending = retry
         return found
 
     def earliest(self, partitions: Sequence[TP]) -> dict[TP, int]:
@@ -86,6 +116,11 @@ class KafkaOffsets:
     def offsets_for_time(self, partitions: Sequence[TP], ts: int) -> dict[TP, int]:
         found = self._list(partitions, OffsetSpec.for_timestamp(ts))
         return {tp: info.offset if info.offset >= 0 else PAST_THE_END for tp, info in found.items()}
+
+    def first_timestamps(self, partitions: Sequence[TP]) -> dict[TP, int | None]:
+        """Timestamp of each partition's first record still held (None: the partition holds none)."""
+        found = self._list(partitions, OffsetSpec.for_timestamp(0))
+        return {tp: info.timestamp if info.offset >= 0 and info.timestamp >= 0 else None for tp, info in found.items()}
 
     def max_timestamp(self, partitions: Sequence[TP]) -> int | None:
         stamps = [info.timestamp for info in self._list(partitions, OffsetSpec.max_timestamp()).values()]

@@ -44,7 +44,7 @@ from streamjoin.core.plans import (
 from streamjoin.core.publish import DayBusy, DayLock, lock_location
 from streamjoin.core.spec import PipelineSpec, Role, load_spec
 from streamjoin.core.storage import LocalStorage
-from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
+from streamjoin.kafka.client_config import KafkaTarget
 
 REPROCESS_JOB = "jobs/reprocess_day.py"
 
@@ -138,24 +138,15 @@ def plan_reprocess(
 
 def retention_facts(kafka: KafkaTarget, topics: Iterable[str], timeout: float = 10.0) -> dict[str, RetentionFact]:
     """Per topic: were records deleted (log start offset > 0), and the earliest available record time."""
-    from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import OffsetSpec
+    from streamjoin.kafka.offsets import KafkaOffsets
 
-    from streamjoin.kafka.admin import admin_client
-
-    cluster = KafkaClientConfig.of(kafka)
-    admin = admin_client(cluster.librdkafka())
+    offsets = KafkaOffsets(kafka, timeout=timeout)
     facts: dict[str, RetentionFact] = {}
     for topic in topics:
-        metadata = admin.list_topics(topic, timeout=timeout).topics[topic]
-        if metadata.error is not None:
-            raise ValueError(f"topic {topic!r} at {cluster.describe()}: {metadata.error}")
-        parts = [TopicPartition(topic, p) for p in metadata.partitions]
-        starts = admin.list_offsets({tp: OffsetSpec.earliest() for tp in parts}, request_timeout=timeout)
-        firsts = admin.list_offsets({tp: OffsetSpec.for_timestamp(0) for tp in parts}, request_timeout=timeout)
-        truncated = any(f.result(timeout=timeout).offset > 0 for f in starts.values())
-        stamps = [r.timestamp for r in (f.result(timeout=timeout) for f in firsts.values()) if r.offset >= 0]
-        facts[topic] = RetentionFact(truncated, min((t for t in stamps if t >= 0), default=None))
+        parts = offsets.partitions([topic])
+        truncated = any(start > 0 for start in offsets.earliest(parts).values())
+        stamps = [ts for ts in offsets.first_timestamps(parts).values() if ts is not None]
+        facts[topic] = RetentionFact(truncated, min(stamps, default=None))
     return facts
 
 
