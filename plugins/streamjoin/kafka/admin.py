@@ -118,7 +118,9 @@ def admin_client(admin_config: Mapping[str, Any]) -> AdminClient:
     return AdminClient(config)
 
 
-class _Deadline:
+class Deadline:
+    """A time budget shared by several broker calls."""
+
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self._end = time.monotonic() + timeout
@@ -138,7 +140,7 @@ def _metadata(admin: AdminClient, bootstrap: str, timeout: float, topic: str | N
         raise KafkaUnavailableError(f"no metadata from Kafka at {bootstrap} within {timeout:.0f} s: {exc}") from exc
 
 
-def _result(future: concurrent.futures.Future[Any], deadline: _Deadline, what: str, topic: str) -> Any:
+def _result(future: concurrent.futures.Future[Any], deadline: Deadline, what: str, topic: str) -> Any:
     try:
         return future.result(timeout=deadline.left())
     except concurrent.futures.TimeoutError as exc:
@@ -155,10 +157,10 @@ def describe_topics(
     :param timeout: seconds for all broker calls together
     """
     admin = admin_client(admin_config)
-    return _describe(admin, str(admin_config.get("bootstrap.servers")), list(names), _Deadline(timeout))
+    return _describe(admin, str(admin_config.get("bootstrap.servers")), list(names), Deadline(timeout))
 
 
-def _describe(admin: AdminClient, bootstrap: str, names: list[str], deadline: _Deadline) -> dict[str, TopicState]:
+def _describe(admin: AdminClient, bootstrap: str, names: list[str], deadline: Deadline) -> dict[str, TopicState]:
     meta = _metadata(admin, bootstrap, deadline.left())
     present = [n for n in names if n in meta.topics and meta.topics[n].partitions]
     if not present:
@@ -220,7 +222,7 @@ def ensure_topics(admin_config: Mapping[str, Any], plan: TopicPlan, *, timeout: 
     :raises TopicProvisionError: the broker refused a topic
     :raises KafkaUnavailableError: the cluster did not answer in time
     """
-    deadline = _Deadline(timeout)
+    deadline = Deadline(timeout)
     bootstrap = str(admin_config.get("bootstrap.servers"))
     admin = admin_client(admin_config)
     brokers = len(_metadata(admin, bootstrap, deadline.left()).brokers)
@@ -282,7 +284,7 @@ def _validate(plan: TopicPlan, existing: Mapping[str, TopicState]) -> None:
 
 
 def _describe_until_listed(
-    admin: AdminClient, bootstrap: str, names: list[str], deadline: _Deadline
+    admin: AdminClient, bootstrap: str, names: list[str], deadline: Deadline
 ) -> dict[str, TopicState]:
     """Topics the broker says exist may take a moment to appear in the metadata this client sees."""
     while True:
@@ -302,7 +304,7 @@ def _outcome(planned: TopicSpec, status: str, actual: TopicState | None, warning
     )  # fmt: skip
 
 
-def _create(admin: AdminClient, missing: list[TopicSpec], deadline: _Deadline) -> set[str]:
+def _create(admin: AdminClient, missing: list[TopicSpec], deadline: Deadline) -> set[str]:
     """Validate all, then create all; returns topics someone else created in between."""
     new = [NewTopic(t.name, t.partitions, t.replication_factor, config=dict(t.config)) for t in missing]
     raced: set[str] = set()
@@ -326,7 +328,7 @@ def _create(admin: AdminClient, missing: list[TopicSpec], deadline: _Deadline) -
     return raced
 
 
-def _wait_for_leaders(admin: AdminClient, bootstrap: str, topics: list[TopicSpec], deadline: _Deadline) -> None:
+def _wait_for_leaders(admin: AdminClient, bootstrap: str, topics: list[TopicSpec], deadline: Deadline) -> None:
     pending = {t.name: t.partitions for t in topics}
     while pending:
         meta = _metadata(admin, bootstrap, deadline.left())
@@ -349,7 +351,7 @@ def delete_topics(admin_config: Mapping[str, Any], names: Iterable[str], *, time
 
     :return: the topics deleted
     """
-    deadline = _Deadline(timeout)
+    deadline = Deadline(timeout)
     bootstrap = str(admin_config.get("bootstrap.servers"))
     admin = admin_client(admin_config)
     meta = _metadata(admin, bootstrap, deadline.left())

@@ -15,15 +15,13 @@ from confluent_kafka.admin import AdminClient, ListOffsetsResultInfo, OffsetSpec
 
 from streamjoin.core.batch_plan import TopicPartition as TP
 from streamjoin.core.errors import KafkaUnavailableError
-from streamjoin.kafka.admin import admin_client
+from streamjoin.kafka.admin import Deadline, admin_client
 from streamjoin.kafka.client_config import KafkaClientConfig, KafkaTarget
 
 #: offsets-for-time finds no record that late: any offset past the end does (the planner clamps it)
 PAST_THE_END = sys.maxsize
 #: seconds between two asks for a partition whose answer was a retriable error
 _RETRY_PAUSE_S = 0.25
-
-
 #: per-partition answers to ListOffsets that a second ask can cure: Kafka's protocol calls them retriable,
 #: but librdkafka hands a partition's error over without that flag
 _RETRIABLE = frozenset({
@@ -33,8 +31,8 @@ _RETRIABLE = frozenset({
 })  # fmt: skip
 
 
-def _retriable(exc: KafkaException) -> bool:
-    error = exc.args[0] if exc.args else None
+def _retriable(exc: Exception) -> bool:
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
     return isinstance(error, KafkaError) and not error.fatal() and (error.retriable() or error.code() in _RETRIABLE)
 
 
@@ -83,7 +81,7 @@ class KafkaOffsets:
         created: NOT_LEADER_FOR_PARTITION, LEADER_NOT_AVAILABLE) asks again for that partition until the
         timeout; any other error, or one still there then, is a :class:`KafkaUnavailableError`."""
         found: dict[TP, ListOffsetsResultInfo] = {}
-        deadline = time.monotonic() + self.timeout
+        deadline = Deadline(self.timeout)
         pending = list(partitions)
         while pending:
             # the latest offset read committed: a transactional writer's open transaction is not there yet
@@ -96,14 +94,12 @@ class KafkaOffsets:
             for tp, future in futures.items():
                 try:
                     found[(tp.topic, tp.partition)] = future.result(timeout=self.timeout)
-                except KafkaException as exc:
-                    if not _retriable(exc) or time.monotonic() >= deadline:
+                except Exception as exc:
+                    if not _retriable(exc) or deadline.passed:
                         raise KafkaUnavailableError(f"offsets of `{tp.topic}` [{tp.partition}]: {exc}") from exc
                     retry.append((tp.topic, tp.partition))
-                except Exception as exc:
-                    raise KafkaUnavailableError(f"offsets of `{tp.topic}` [{tp.partition}]: {exc}") from exc
             if retry:
-                time.sleep(min(_RETRY_PAUSE_S, max(0.0, deadline - time.monotonic())))
+                time.sleep(min(_RETRY_PAUSE_S, deadline.left(0.0)))
             pending = retry
         return found
 
